@@ -1,0 +1,140 @@
+"""GUI primitives (`Agent.*`) executed on a desktop through XTest, via xdotool.
+
+xdotool is one short-lived process per action (~3 ms): cheap next to the observation, and it
+types any unicode text by remapping a spare keycode, which raw XTest cannot do by itself.
+Every function returns the sentence the agent sees as the action's result.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from typing import TYPE_CHECKING, Any
+
+from computerrl.envs.office import FACTORIES
+
+if TYPE_CHECKING:
+    from computerrl.envs.desktop import Desktop
+
+# pyautogui-style key names (what the model writes) -> X keysyms (what xdotool sends).
+KEYSYMS = {
+    "ctrl": "ctrl", "control": "ctrl", "alt": "alt", "shift": "shift", "win": "super", "super": "super",
+    "cmd": "super", "command": "super", "meta": "super", "enter": "Return", "return": "Return",
+    "esc": "Escape", "escape": "Escape", "tab": "Tab", "space": "space", "backspace": "BackSpace",
+    "delete": "Delete", "del": "Delete", "insert": "Insert", "home": "Home", "end": "End",
+    "pageup": "Prior", "pgup": "Prior", "pagedown": "Next", "pgdn": "Next", "up": "Up", "down": "Down",
+    "left": "Left", "right": "Right", "capslock": "Caps_Lock", "printscreen": "Print", "menu": "Menu",
+    **{f"f{i}": f"F{i}" for i in range(1, 13)},
+}
+BUTTONS = {"left": "1", "middle": "2", "right": "3"}
+SCROLL_BUTTONS = {"up": "4", "down": "5", "left": "6", "right": "7"}
+SCROLL_CLICKS = 5  # wheel notches per Agent.scroll: about a screenful of rows in LibreOffice
+WAIT_S = 1.0  # what Agent.wait() waits
+TYPE_DELAY_MS = 4  # between keystrokes; 0 lets LibreOffice drop characters under load
+
+# Apps Agent.open_app knows besides LibreOffice's: name -> argv (used only when installed).
+EXTERNAL_APPS = {
+    "terminal": ["xterm"],
+    "chromium": ["chromium", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--password-store=basic"],
+    "vlc": ["vlc", "--no-qt-privacy-ask"],
+}
+APP_ALIASES = {"libreoffice calc": "calc", "libreoffice writer": "writer", "libreoffice impress": "impress",
+               "spreadsheet": "calc", "xterm": "terminal", "chrome": "chromium", "browser": "chromium"}
+
+
+class ActionError(Exception):
+    """An action that cannot be carried out; its message is the action's result."""
+
+
+def keysym(key: str) -> str:
+    k = key.strip()
+    return KEYSYMS.get(k.lower(), k if len(k) > 1 else k.lower() if k.isalpha() else k)
+
+
+def available_apps() -> list[str]:
+    return sorted(list(FACTORIES) + [a for a, argv in EXTERNAL_APPS.items() if shutil.which(argv[0])])
+
+
+class GuiActions:
+    """The `Agent.*` primitives of one desktop."""
+
+    def __init__(self, desktop: "Desktop"):
+        self.d = desktop
+
+    def run(self, name: str, args: dict[str, Any]) -> str:
+        return getattr(self, name)(**args)
+
+    def _xdotool(self, *argv: str) -> None:
+        r = subprocess.run(["xdotool", *argv], env=self.d.env, capture_output=True, timeout=30)
+        if r.returncode != 0:
+            raise ActionError(f"xdotool failed: {r.stderr.decode(errors='replace').strip()[:200]}")
+
+    def _xy(self, coordinates) -> tuple[str, str]:
+        x, y = (int(round(c)) for c in coordinates)
+        if not (0 <= x < self.d.width and 0 <= y < self.d.height):
+            raise ActionError(f"coordinates ({x}, {y}) are off the {self.d.width}x{self.d.height} screen")
+        return str(x), str(y)
+
+    def click(self, coordinates, num_clicks: int = 1, button_type: str = "left") -> str:
+        self._xdotool("mousemove", "--sync", *self._xy(coordinates), "click", "--repeat", str(num_clicks),
+                      "--delay", "60", BUTTONS[button_type])
+        return f"Clicked {button_type} x{num_clicks} at {list(coordinates)}"
+
+    def type(self, coordinates=None, text: str = "", overwrite: bool = False, enter: bool = False) -> str:
+        if coordinates is not None:
+            self.click(coordinates)
+        if overwrite:
+            self._xdotool("key", "--clearmodifiers", "ctrl+a", "BackSpace")
+        if text:
+            self._xdotool("type", "--clearmodifiers", "--delay", str(TYPE_DELAY_MS), "--", text)
+        if enter:
+            self._xdotool("key", "Return")
+        return f"Typed {len(text)} characters" + (" and pressed Enter" if enter else "")
+
+    def drag_and_drop(self, drag_from_coordinates, drop_on_coordinates) -> str:
+        (x1, y1), (x2, y2) = self._xy(drag_from_coordinates), self._xy(drop_on_coordinates)
+        # Intermediate moves and short pauses: toolkits only start a drag after seeing motion.
+        self._xdotool("mousemove", "--sync", x1, y1, "mousedown", "1", "sleep", "0.05",
+                      "mousemove", "--sync", str((int(x1) + int(x2)) // 2), str((int(y1) + int(y2)) // 2),
+                      "sleep", "0.05", "mousemove", "--sync", x2, y2, "sleep", "0.05", "mouseup", "1")
+        return f"Dragged from {list(drag_from_coordinates)} to {list(drop_on_coordinates)}"
+
+    def scroll(self, coordinates, direction: str) -> str:
+        self._xdotool("mousemove", "--sync", *self._xy(coordinates), "click", "--repeat", str(SCROLL_CLICKS),
+                      "--delay", "20", SCROLL_BUTTONS[direction])
+        return f"Scrolled {direction} at {list(coordinates)}"
+
+    def hotkey(self, keys: list[str]) -> str:
+        self._xdotool("key", "--clearmodifiers", "+".join(keysym(k) for k in keys))
+        return f"Pressed {'+'.join(keys)}"
+
+    def open_app(self, app_name: str) -> str:
+        app = APP_ALIASES.get(app_name.strip().lower(), app_name.strip().lower())
+        if app in FACTORIES:
+            self.d.office.open_app(app)
+        elif app in EXTERNAL_APPS and shutil.which(EXTERNAL_APPS[app][0]):
+            self.d.launch(EXTERNAL_APPS[app])
+            if self.d.wait_for_window(lambda w: app in w.wm_class.lower() or w.wm_class.lower() == "xterm") is None:
+                raise ActionError(f"{app} started but showed no window within 10 s")
+        else:
+            raise ActionError(f"unknown app {app_name!r}; available: {', '.join(available_apps())}")
+        return f"Opened {app}"
+
+    def switch_window(self, window_id) -> str:
+        wid = int(str(window_id), 0)
+        if wid not in {w.id for w in self.d.screen.windows()}:
+            raise ActionError(f"no window {window_id}; see the window list")
+        self._xdotool("windowactivate", "--sync", str(wid))
+        return f"Switched to window {window_id}"
+
+    def quote(self, content: str) -> str:
+        return f"Quoted: {content}"
+
+    def wait(self) -> str:
+        time.sleep(WAIT_S)
+        return f"Waited {WAIT_S:g} s"
+
+    def exit(self, success: bool) -> str:
+        return f"Exited, reporting {'success' if success else 'failure'}"

@@ -1,0 +1,63 @@
+"""What every backend offers: start an env server, stop it, tell whether it still runs.
+
+A backend starts *env servers* (`python -m computerrl.envs.server`), each hosting one or
+more desktops behind a gRPC port. The pool and `spawn-envs` only speak this interface, so a
+new backend (a cluster scheduler, say) is one registered class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, ClassVar, Protocol
+
+# The port an env server listens on inside its own network namespace (container).
+SERVER_PORT = 50051
+
+
+@dataclasses.dataclass
+class EnvHandle:
+    """One running env server, as the manifest records it."""
+
+    env_id: str  # stable name, e.g. "env-003"; a replacement keeps the id
+    address: str  # "host:port" a gRPC client dials
+    backend: str  # registry name of the backend that started it
+    token: str = ""  # shared secret the server demands ("" = none, loopback only)
+    desktops: int = 1  # desktops hosted by this server
+    detail: dict[str, Any] = dataclasses.field(default_factory=dict)  # pid / container id / host
+
+
+class Backend(Protocol):
+    name: ClassVar[str]
+
+    def start(self, env_id: str, *, desktops: int = 1) -> EnvHandle:
+        """Start one env server and return as soon as its port is known (not yet healthy)."""
+
+    def stop(self, handle: EnvHandle) -> None:
+        """Stop the server and every desktop process under it; safe on a dead one."""
+
+    def alive(self, handle: EnvHandle) -> bool:
+        """Whether the server's process / container still runs (says nothing of health)."""
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {}
+
+
+def register_backend(name: str):
+    """Class decorator: make a backend constructible by name (`--backend NAME`)."""
+
+    def wrap(cls):
+        cls.name = name
+        BACKENDS[name] = cls
+        return cls
+
+    return wrap
+
+
+def make_backend(name: str, **options: Any) -> Backend:
+    """Build a registered backend; an unknown name lists the known ones."""
+    # Importing the modules registers them; docker is cheap to import lazily inside.
+    from computerrl.envs.backends import docker, local  # noqa: F401
+
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}")
+    return BACKENDS[name](**options)

@@ -1,0 +1,186 @@
+"""The `docker` backend: one container per env server, spread over one or many Docker hosts.
+
+Each container runs the image built from `envs/Dockerfile`
+(`docker build -f envs/Dockerfile -t computerrl-desktop:latest .`), i.e.
+`python -m computerrl.envs.server --host 0.0.0.0 --port 50051 --desktops N`, with the
+server's shared token passed in the environment (never on the command line, where `ps` and
+`docker inspect`'s Args would show it). Port 50051 is published on a random host port.
+
+    backend = make_backend("docker")                                   # local engine
+    DOCKER_HOST=tcp://gpu1:2375,tcp://gpu2:2375  ... make_backend("docker", publish_ip="0.0.0.0")
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import secrets
+import threading
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from computerrl.envs.backends.base import SERVER_PORT, EnvHandle, register_backend
+
+DEFAULT_IMAGE = "computerrl-desktop:latest"
+LOCAL_SOCKET = "unix:///var/run/docker.sock"
+REMOTE_SCHEMES = ("tcp", "ssh", "http", "https")
+
+
+def _docker():
+    # Imported lazily: `computerrl --help` and the local backend must not need the SDK or an engine.
+    import docker
+
+    return docker
+
+
+def _is_remote(url: str) -> bool:
+    return urlsplit(url).scheme in REMOTE_SCHEMES
+
+
+def _is_loopback(ip: str) -> bool:
+    try:
+        return ip == "localhost" or ipaddress.ip_address(ip).is_loopback
+    except ValueError:  # a hostname: we cannot tell, so let it through
+        return False
+
+
+@register_backend("docker")
+class DockerBackend:
+    def __init__(
+        self,
+        image: str = DEFAULT_IMAGE,  # image holding the env server and the desktop apps
+        hosts: list[str] | None = None,  # engine URLs; None = $DOCKER_HOST split on ",", else local
+        cpus: float = 1.0,  # CPU cores per container (→ nano_cpus)
+        memory_mb: int = 1536,  # RAM cap per container, MiB (→ mem_limit)
+        shm_mb: int = 512,  # /dev/shm per container, MiB; LibreOffice crashes on Docker's 64 MiB
+        publish_ip: str = "127.0.0.1",  # host interface the server port is published on
+        token: str | None = None,  # server secret; None = a random one for this backend
+        client_factory: Callable[..., Any] | None = None,  # None = docker.DockerClient
+    ):
+        if hosts is None:
+            hosts = [h.strip() for h in os.environ.get("DOCKER_HOST", "").split(",") if h.strip()]
+        self.hosts = list(hosts) or [LOCAL_SOCKET]
+        if cpus <= 0 or memory_mb <= 0 or shm_mb <= 0:
+            raise ValueError("cpus, memory_mb and shm_mb must be positive")
+        remote = [h for h in self.hosts if _is_remote(h)]
+        if remote and _is_loopback(publish_ip):
+            # A port published on the remote machine's loopback is unreachable from here.
+            raise ValueError(
+                f"remote Docker host(s) {', '.join(remote)} with publish_ip={publish_ip!r}: the "
+                "server port would only be reachable on that machine's loopback. Pass "
+                "publish_ip='0.0.0.0' (or that host's address) so this machine can dial it; "
+                "the shared token then guards the port."
+            )
+        self.image, self.cpus, self.memory_mb, self.shm_mb = image, cpus, memory_mb, shm_mb
+        self.publish_ip = publish_ip
+        self.token = token if token is not None else secrets.token_urlsafe(32)
+        self._factory = client_factory
+        self._clients: dict[str, Any] = {}
+        self._image_ok: set[str] = set()  # hosts where the image was seen (checked once per host)
+        self._load = {h: 0 for h in self.hosts}  # containers this backend runs, per host
+        self._lock = threading.Lock()  # the pool starts and stops from several threads
+
+    def _client(self, url: str):
+        with self._lock:
+            if url not in self._clients:
+                # DockerClient asks the engine its API version on construction: this is the dial.
+                self._clients[url] = (self._factory or _docker().DockerClient)(base_url=url)
+            return self._clients[url]
+
+    def _place(self) -> str:
+        # Least-loaded host, first in list order on ties: round-robin while all are equal.
+        with self._lock:
+            url = min(self.hosts, key=lambda h: self._load[h])
+            self._load[url] += 1
+            return url
+
+    def _release(self, url: str) -> None:
+        with self._lock:
+            if self._load.get(url, 0) > 0:
+                self._load[url] -= 1
+
+    def _address_host(self, url: str) -> str:
+        if _is_remote(url):
+            return urlsplit(url).hostname or url
+        # Dialing 0.0.0.0 happens to work on Linux, but loopback is what it means here.
+        return "127.0.0.1" if self.publish_ip in ("0.0.0.0", "::") else self.publish_ip
+
+    def start(self, env_id: str, *, desktops: int = 1) -> EnvHandle:
+        errors = _docker().errors
+        url = self._place()
+        try:
+            client = self._client(url)
+            if url not in self._image_ok:
+                # Checked up front: containers.run would otherwise try Docker Hub and fail slowly.
+                client.images.get(self.image)
+                self._image_ok.add(url)
+            safe_id = re.sub(r"[^a-zA-Z0-9_.-]", "-", env_id)  # container names allow only these
+            container = client.containers.run(
+                self.image,
+                command=["python", "-m", "computerrl.envs.server", "--host", "0.0.0.0",
+                         "--port", str(SERVER_PORT), "--desktops", str(desktops)],
+                detach=True,
+                name=f"computerrl-{safe_id}-{secrets.token_hex(3)}",
+                environment={"COMPUTERRL_ENV_TOKEN": self.token},
+                ports={f"{SERVER_PORT}/tcp": (self.publish_ip, None)},  # None = a free host port
+                nano_cpus=int(self.cpus * 1e9),
+                mem_limit=f"{self.memory_mb}m",
+                shm_size=f"{self.shm_mb}m",
+                labels={"computerrl.env_id": env_id, "computerrl.role": "env-server"},
+                init=True,  # tini reaps the desktops' orphaned children (soffice forks a lot)
+                auto_remove=False,  # keep a crashed container around for `docker logs`
+            )
+        except errors.ImageNotFound:
+            self._release(url)
+            raise RuntimeError(
+                f"image {self.image!r} not found on Docker host {url}. Build it from the repo "
+                f"root with `docker build -f envs/Dockerfile -t {self.image} .` (on that host, "
+                "or push it to a registry and pull it there)."
+            ) from None
+        except (errors.DockerException, OSError) as e:  # requests' connection errors are OSErrors
+            self._release(url)
+            if isinstance(e, errors.APIError):  # the engine answered: its message says it all
+                raise
+            raise RuntimeError(
+                f"cannot reach the Docker engine at {url}: {e}. Is dockerd running there, and "
+                "are DOCKER_HOST / the hosts option right?"
+            ) from e
+        # The host port is only assigned once the container started; reload to read it.
+        container.reload()
+        ports = container.attrs.get("NetworkSettings", {}).get("Ports") or {}
+        bindings = ports.get(f"{SERVER_PORT}/tcp")
+        if not bindings:
+            try:
+                logs = container.logs(tail=20).decode(errors="replace")
+            except Exception:  # the logs are a courtesy; the error below is the point
+                logs = ""
+            self.stop(EnvHandle(env_id, "", "docker", detail={"container": container.id, "docker_host": url}))
+            raise RuntimeError(
+                f"container for {env_id} on {url} exited before publishing its port "
+                f"(status {container.status!r}); last log lines:\n{logs}"
+            )
+        address = f"{self._address_host(url)}:{int(bindings[0]['HostPort'])}"
+        return EnvHandle(env_id, address, "docker", token=self.token, desktops=desktops,
+                         detail={"container": container.id, "docker_host": url})
+
+    def _container(self, handle: EnvHandle):
+        # Handles may come from a manifest written by another process, so look up by id.
+        client = self._client(handle.detail["docker_host"])
+        return client.containers.get(handle.detail["container"])
+
+    def stop(self, handle: EnvHandle) -> None:
+        errors = _docker().errors
+        try:
+            container = self._container(handle)
+            container.stop(timeout=5)  # SIGTERM lets the server close its desktops; then SIGKILL
+            container.remove(force=True)
+        except errors.NotFound:
+            return  # already gone: stopping is idempotent (and its slot was released then)
+        self._release(handle.detail["docker_host"])
+
+    def alive(self, handle: EnvHandle) -> bool:
+        try:
+            return self._container(handle).status == "running"
+        except _docker().errors.NotFound:
+            return False

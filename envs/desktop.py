@@ -1,0 +1,213 @@
+"""One real desktop: Xvfb + a D-Bus session (with its AT-SPI bus) + openbox + apps on demand.
+
+Every process of a desktop is a child of the env server that hosts it, so a desktop is as
+cheap as its processes: no VM, no boot. `reset()` restores a clean state in place (close
+documents, kill launched apps, restore the home folder), so one desktop serves thousands of
+episodes; `health()` says what died when something did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from computerrl.envs.office import FACTORIES, Office, office_env
+from computerrl.envs.x11 import Screen, Window
+
+HOME_SKELETON = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos")
+
+OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
+<openbox_config xmlns="http://openbox.org/3.4/rc">
+  <focus><focusNew>yes</focusNew><followMouse>no</followMouse></focus>
+  <placement><policy>Smart</policy></placement>
+  <desktops><number>1</number></desktops>
+  <applications><application class="*"><maximized>yes</maximized><focus>yes</focus></application></applications>
+</openbox_config>
+"""
+
+
+@dataclasses.dataclass
+class Observation:
+    screenshot: bytes  # PNG; b"" when not asked for
+    a11y_tree: str  # linearized table of the focused application (see envs/a11y.py)
+    windows: list[Window]
+    focused_app: str  # "calc", "writer", "impress", "terminal", … or "" (no window)
+    app_info: str  # app-specific summary (filled by the application APIs)
+    last_result: str  # what the previous action did, or why it was invalid
+
+
+def app_of(window: Window | None) -> str:
+    """Short app name of a window, from its WM_CLASS."""
+    if window is None:
+        return ""
+    cls = window.wm_class.lower()
+    for app in FACTORIES:
+        if app in cls:
+            return app
+    return {"xterm": "terminal", "chromium": "chromium", "vlc": "vlc"}.get(cls, cls)
+
+
+class Desktop:
+    """A desktop's processes and state. Not thread-safe: the env server serializes calls."""
+
+    def __init__(self, workdir: Path, *, width: int = 1920, height: int = 1080, a11y_lines: int = 300):
+        self.workdir = Path(workdir)
+        self.width, self.height, self.a11y_lines = width, height, a11y_lines
+        self.home = self.workdir / "home"
+        self.env: dict[str, str] = {}
+        self._procs: dict[str, subprocess.Popen] = {}  # infrastructure: xvfb, dbus, openbox
+        self._apps: list[subprocess.Popen] = []  # launched by actions / task setup; killed at reset
+        self.office: Office | None = None
+        self.screen: Screen | None = None
+        self._a11y = None
+        self.last_result = ""
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self, *, office: bool = True) -> "Desktop":
+        """Start X, D-Bus, the window manager and (unless told not to) LibreOffice."""
+        for sub in ("run", "logs", "config/openbox"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(self.workdir / "run", 0o700)
+        self._restore_home()
+        display = self._start_xvfb()
+        base = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL")}
+        base.update(DISPLAY=display, HOME=str(self.home), XDG_RUNTIME_DIR=str(self.workdir / "run"),
+                    XDG_CONFIG_HOME=str(self.workdir / "config"), LANG=base.get("LANG", "C.UTF-8"))
+        self.env = office_env(base)
+        self.env["DBUS_SESSION_BUS_ADDRESS"] = self._start_dbus()
+        (self.workdir / "config/openbox/rc.xml").write_text(OPENBOX_RC)
+        self._spawn("openbox", ["openbox", "--sm-disable", "--config-file", str(self.workdir / "config/openbox/rc.xml")])
+        self.screen = Screen(display)
+        self.office = Office(self.env, self.workdir / "lo-profile", f"computerrl-{os.getpid()}-{display[1:]}",
+                             self.workdir / "logs" / "soffice.log")
+        if office:
+            self.office.start()
+        return self
+
+    def _spawn(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
+        log = open(self.workdir / "logs" / f"{name}.log", "ab")
+        proc = subprocess.Popen(argv, env=kw.pop("env", self.env), stdout=kw.pop("stdout", log), stderr=log,
+                                stdin=subprocess.DEVNULL, **kw)
+        log.close()
+        self._procs[name] = proc
+        return proc
+
+    def _start_xvfb(self) -> str:
+        # -displayfd: the X server picks a free display number itself, so servers never collide.
+        r, w = os.pipe()
+        self._spawn("xvfb", ["Xvfb", "-displayfd", str(w), "-screen", "0", f"{self.width}x{self.height}x24",
+                             "-nolisten", "tcp", "-noreset", "-dpi", "96"], env=dict(os.environ), pass_fds=(w,))
+        os.close(w)
+        with os.fdopen(r) as f:
+            number = f.readline().strip()
+        if not number:
+            raise RuntimeError(f"Xvfb failed to start; see {self.workdir / 'logs' / 'xvfb.log'}")
+        return f":{number}"
+
+    def _start_dbus(self) -> str:
+        proc = self._spawn("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
+                           stdout=subprocess.PIPE)
+        address = proc.stdout.readline().decode().strip()
+        if not address:
+            raise RuntimeError(f"dbus-daemon failed to start; see {self.workdir / 'logs' / 'dbus.log'}")
+        return address
+
+    def health(self) -> str:
+        """'' when healthy, else what died (e.g. 'soffice exited with code -9')."""
+        for name, proc in self._procs.items():
+            if proc.poll() is not None:
+                return f"{name} exited with code {proc.returncode}"
+        if self.office is not None and self.office.proc is not None and not self.office.running:
+            return f"soffice exited with code {self.office.proc.returncode}"
+        return ""
+
+    def close(self) -> None:
+        """Stop every process of the desktop; safe to call twice."""
+        self._kill_apps()
+        if self._a11y is not None:
+            self._a11y.close()
+            self._a11y = None
+        if self.office is not None:
+            self.office.stop()
+        if self.screen is not None:
+            try:
+                self.screen.close()
+            except Exception:  # the X server may already be gone
+                pass
+            self.screen = None
+        for proc in reversed(list(self._procs.values())):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self._procs.values():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self._procs.clear()
+
+    # ---- episodes ------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to a clean desktop: no documents, no launched apps, a fresh home folder."""
+        if self.office is not None:
+            if self.office.proc is None:
+                self.office.start()
+            self.office.close_documents()
+        self._kill_apps()
+        self._restore_home()
+        self.last_result = ""
+
+    def _restore_home(self) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+        for d in HOME_SKELETON:
+            (self.home / d).mkdir(parents=True, exist_ok=True)
+
+    def launch(self, argv: list[str], **kw) -> subprocess.Popen:
+        """Start an app process in its own session so reset can kill it with all its children."""
+        log = open(self.workdir / "logs" / "apps.log", "ab")
+        proc = subprocess.Popen(argv, env=self.env, cwd=self.home, stdout=log, stderr=log,
+                                stdin=subprocess.DEVNULL, start_new_session=True, **kw)
+        log.close()
+        self._apps.append(proc)
+        return proc
+
+    def _kill_apps(self) -> None:
+        for proc in self._apps:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        self._apps.clear()
+
+    # ---- observation ---------------------------------------------------------------------
+    def observe(self, *, screenshot: bool = True) -> Observation:
+        windows = self.screen.windows()
+        focused = next((w for w in windows if w.focused), None)
+        tree = self._a11y_tree(focused.pid) if focused is not None and focused.pid else ""
+        return Observation(screenshot=self.screen.screenshot_png() if screenshot else b"", a11y_tree=tree,
+                           windows=windows, focused_app=app_of(focused), app_info="", last_result=self.last_result)
+
+    def _a11y_tree(self, pid: int) -> str:
+        from computerrl.envs.a11y import A11yReader, A11yError, linearize
+
+        if self._a11y is None:
+            self._a11y = A11yReader(self.env["DBUS_SESSION_BUS_ADDRESS"])
+        try:
+            return linearize(self._a11y.tree(pid, max_lines=self.a11y_lines), self.a11y_lines)
+        except A11yError as e:  # an app busy past the deadline gives an empty tree, not a dead step
+            return f"(accessibility tree unavailable: {e})"
+
+    def wait_for_window(self, predicate, timeout_s: float = 10.0) -> Window | None:
+        """Poll the window list until a window matches (apps map their windows asynchronously)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for w in self.screen.windows():
+                if predicate(w):
+                    return w
+            time.sleep(0.05)
+        return None

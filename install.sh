@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything computerrl needs on a fresh Debian machine, idempotently:
+# the desktop packages (as root, with apt-get), a virtualenv in .venv that also sees
+# Debian's python3-uno / python3-pyatspi, and the package itself (editable, with dev extras).
+# Usage: bash install.sh            (safe to rerun: skips what is already there)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+APT_PACKAGES=(xvfb xdotool openbox dbus-x11 at-spi2-core python3-pyatspi gir1.2-atspi-2.0
+  libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-gtk3 python3-uno
+  xterm x11-utils procps fonts-dejavu-core)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install.sh: apt-get install ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# Debian's uno and pyatspi live in the system dist-packages; appended after the venv's own.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo /usr/lib/python3/dist-packages > "$site/debian-dist-packages.pth"
+
+stamp=.venv/.computerrl-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  touch "$stamp"
+fi
+echo "install.sh: ready (.venv)"
