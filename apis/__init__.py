@@ -1,0 +1,11 @@
+"""The API-GUI action space: API classes (`Agent`, `<App>Tools`), their registry, and the parser
+that turns a model response into an `Action` without executing anything."""
+
+from computerrl.apis.agent import Agent
+from computerrl.apis.parser import Action, InvalidAction, extract_code, parse_action
+from computerrl.apis.registry import REGISTRY, ApiFunction, ApiRegistry, Len, Range, Round, register_api
+
+__all__ = [
+    "REGISTRY", "Action", "Agent", "ApiFunction", "ApiRegistry", "InvalidAction", "Len", "Range",
+    "Round", "extract_code", "parse_action", "register_api",
+]

@@ -77,14 +77,18 @@ def type_name(ann: Any) -> str:
 
 
 def to_source(v: Any) -> str:
-    """A literal's canonical Python source; json.dumps quoting and escapes are valid Python."""
+    """A literal's canonical Python source; json.dumps quoting and escapes are valid Python.
+
+    Backticks are escaped so that canonical code never contains a markdown fence."""
     if v is None or isinstance(v, bool):
         return repr(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(to_source(x) for x in v) + "]"
     if isinstance(v, dict):
         return "{" + ", ".join(f"{to_source(k)}: {to_source(x)}" for k, x in v.items()) + "}"
-    return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False).replace("`", "\\u0060")
+    return json.dumps(v)
 
 
 def _scalar(t: type, round_floats: bool = False) -> Checker:

@@ -70,6 +70,13 @@ class Desktop:
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self, *, office: bool = True) -> "Desktop":
         """Start X, D-Bus, the window manager and (unless told not to) LibreOffice."""
+        try:
+            return self._start(office)
+        except BaseException:
+            self.close()  # never leave half a desktop running
+            raise
+
+    def _start(self, office: bool) -> "Desktop":
         for sub in ("run", "logs", "config/openbox"):
             (self.workdir / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.workdir / "run", 0o700)

@@ -132,13 +132,15 @@ def test_options_reach_the_engine():
     handle = backend.start("env-000")
     (run,) = FakeClient.made["unix:///var/run/docker.sock"].runs
     assert run["image"] == "me/desk:1"
-    assert (run["nano_cpus"], run["mem_limit"], run["shm_size"]) == (2_500_000_000, "4096m", "1024m")
+    assert run["nano_cpus"] == 2_500_000_000
+    assert (run["mem_limit"], run["shm_size"]) == ("4096m", "1024m")
     assert run["environment"]["COMPUTERRL_ENV_TOKEN"] == handle.token == "s3cret"
     assert run["command"][-2:] == ["--desktops", "1"]
 
 
 def test_each_backend_gets_its_own_random_token():
-    assert DockerBackend(client_factory=FakeClient).token != DockerBackend(client_factory=FakeClient).token
+    one, two = DockerBackend(client_factory=FakeClient), DockerBackend(client_factory=FakeClient)
+    assert one.token != two.token
 
 
 def test_round_robin_over_docker_hosts(monkeypatch):
@@ -202,8 +204,21 @@ def test_unreachable_engine_names_the_host():
     def refuse(base_url=None):
         raise docker.errors.DockerException("Error while fetching server API version")
 
-    backend = DockerBackend(hosts=["tcp://nowhere:2375"], publish_ip="0.0.0.0", client_factory=refuse)
+    backend = DockerBackend(hosts=["tcp://nowhere:2375"], publish_ip="0.0.0.0",
+                            client_factory=refuse)
     with pytest.raises(RuntimeError, match="tcp://nowhere:2375"):
+        backend.start("env-001")
+
+
+def test_engine_lost_mid_start_names_the_host(monkeypatch):
+    import requests
+
+    def lost(self, image, **kwargs):
+        raise requests.exceptions.ConnectionError("Connection aborted")
+
+    monkeypatch.setattr(FakeContainers, "run", lost)
+    backend = DockerBackend(client_factory=FakeClient)
+    with pytest.raises(RuntimeError, match="unix:///var/run/docker.sock"):
         backend.start("env-001")
 
 

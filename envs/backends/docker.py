@@ -148,6 +148,7 @@ class DockerBackend:
             ) from e
         # The host port is only assigned once the container started; reload to read it.
         container.reload()
+        detail = {"container": container.id, "docker_host": url}
         ports = container.attrs.get("NetworkSettings", {}).get("Ports") or {}
         bindings = ports.get(f"{SERVER_PORT}/tcp")
         if not bindings:
@@ -155,14 +156,13 @@ class DockerBackend:
                 logs = container.logs(tail=20).decode(errors="replace")
             except Exception:  # the logs are a courtesy; the error below is the point
                 logs = ""
-            self.stop(EnvHandle(env_id, "", "docker", detail={"container": container.id, "docker_host": url}))
+            self.stop(EnvHandle(env_id, "", "docker", detail=detail))
             raise RuntimeError(
                 f"container for {env_id} on {url} exited before publishing its port "
                 f"(status {container.status!r}); last log lines:\n{logs}"
             )
         address = f"{self._address_host(url)}:{int(bindings[0]['HostPort'])}"
-        return EnvHandle(env_id, address, "docker", token=self.token, desktops=desktops,
-                         detail={"container": container.id, "docker_host": url})
+        return EnvHandle(env_id, address, "docker", self.token, desktops, detail)
 
     def _container(self, handle: EnvHandle):
         # Handles may come from a manifest written by another process, so look up by id.
@@ -170,12 +170,11 @@ class DockerBackend:
         return client.containers.get(handle.detail["container"])
 
     def stop(self, handle: EnvHandle) -> None:
-        errors = _docker().errors
         try:
             container = self._container(handle)
             container.stop(timeout=5)  # SIGTERM lets the server close its desktops; then SIGKILL
             container.remove(force=True)
-        except errors.NotFound:
+        except _docker().errors.NotFound:
             return  # already gone: stopping is idempotent (and its slot was released then)
         self._release(handle.detail["docker_host"])
 

@@ -1,0 +1,28 @@
+"""`computerrl`: one subcommand per pipeline stage. This file only registers them."""
+
+from __future__ import annotations
+
+import typer
+
+from computerrl.stages import spawn_envs
+
+app = typer.Typer(
+    name="computerrl",
+    help="Train computer-use agents with online RL on real desktops (ComputerRL, arXiv 2508.14040).\n\n"
+         "Each subcommand is one stage that reads and writes Hugging Face datasets; chain them by hand or "
+         "with the Justfile (`just --list`).",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def main() -> None:
+    """Keeps `computerrl` a group of subcommands even while it has only one."""
+
+
+app.command("spawn-envs", help=spawn_envs.HELP)(spawn_envs.command)
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,118 @@
+"""Client side of the env service: a thin gRPC client and a Gymnasium-style desktop env.
+
+`DesktopEnv` keeps Gymnasium's contract — `reset(*, seed, options) -> (obs, info)`,
+`step(action) -> (obs, reward, terminated, truncated, info)`, `close()` safe twice — over one
+desktop of one env server. A desktop or server lost mid-episode does not raise: the episode
+ends truncated with `info["aborted"]` saying why, because an abort must never be trained on as
+a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+
+from computerrl.envs.proto import env_pb2, env_pb2_grpc
+
+# Status codes that mean "this episode is gone" (desktop replaced, server dead or hung).
+LOST_CODES = (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+              grpc.StatusCode.CANCELLED)
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class EnvError(RuntimeError):
+    """A call the server refused (bad request, unsupported task, wrong token…)."""
+
+
+class EnvLost(EnvError):
+    """The desktop or its server was lost; the episode in flight is aborted."""
+
+
+class EnvClient:
+    """One env server. Every call has a deadline, so a hung desktop cannot hang the caller."""
+
+    def __init__(self, address: str, token: str = "", *, timeout_s: float = 60.0):
+        self.address, self.timeout_s = address, timeout_s
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._channel = grpc.insecure_channel(address, options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
+        self._stub = env_pb2_grpc.EnvServiceStub(self._channel)
+
+    def _call(self, method: str, request, timeout_s: float | None = None):
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout_s or self.timeout_s, metadata=self._metadata)
+        except grpc.RpcError as e:
+            kind = EnvLost if e.code() in LOST_CODES else EnvError
+            raise kind(f"{method} on {self.address}: {e.code().name}: {e.details()}") from None
+
+    def reset(self, desktop: int = 0, task: dict | None = None, *, seed: int = 0, screenshot: bool = False):
+        return self._call("Reset", env_pb2.ResetRequest(desktop=desktop, task_json=json.dumps(task) if task else "",
+                                                        seed=seed, screenshot=screenshot))
+
+    def step(self, action: str, desktop: int = 0, *, screenshot: bool = False):
+        return self._call("Step", env_pb2.StepRequest(desktop=desktop, action=action, screenshot=screenshot))
+
+    def evaluate(self, desktop: int = 0):
+        return self._call("Evaluate", env_pb2.EvaluateRequest(desktop=desktop))
+
+    def health(self, timeout_s: float = 5.0):
+        return self._call("Health", env_pb2.HealthRequest(), timeout_s)
+
+    def shutdown(self) -> None:
+        """Ask the server to stop its desktops and exit."""
+        self._call("Close", env_pb2.CloseRequest(), 10.0)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def observation_dict(obs) -> dict[str, Any]:
+    return {"screenshot": obs.screenshot, "a11y_tree": obs.a11y_tree, "focused_app": obs.focused_app,
+            "app_info": obs.app_info, "last_result": obs.last_result,
+            "windows": [{"id": w.id, "title": w.title, "app": w.app, "focused": w.focused} for w in obs.windows]}
+
+
+class DesktopEnv:
+    """One desktop of an env server, with the Gymnasium contract.
+
+    `reset(options={"task": {...}})` starts an episode (no task = a clean desktop). The agent's
+    `Agent.exit(...)` or a task success ends it as terminated; `max_steps` ends it as truncated.
+    """
+
+    def __init__(self, client: EnvClient, desktop: int = 0, *, max_steps: int = 15, screenshot: bool = False):
+        self.client, self.desktop, self.max_steps, self.screenshot = client, desktop, max_steps, screenshot
+        self.steps = 0
+        self.aborted = ""  # why the current episode was lost ("" = it was not)
+        self._last_obs: dict[str, Any] = {}
+        self._closed = False
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        task = (options or {}).get("task")
+        self.steps, self.aborted = 0, ""
+        obs = self.client.reset(self.desktop, task, seed=seed or 0, screenshot=self.screenshot)
+        self._last_obs = observation_dict(obs)
+        return self._last_obs, {"task_id": (task or {}).get("id", "")}
+
+    def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
+        self.steps += 1
+        try:
+            r = self.client.step(action, self.desktop, screenshot=self.screenshot)
+        except EnvLost as e:
+            self.aborted = str(e)
+            return self._last_obs, 0.0, False, True, {"aborted": self.aborted, "action_valid": False}
+        self._last_obs = observation_dict(r.observation)
+        info = {"action_valid": r.action_valid, "action": json.loads(r.action_json) if r.action_json else None,
+                "exec_result": r.exec_result, "exit_success": r.exit_success, "elapsed_s": r.elapsed_s,
+                "aborted": ""}
+        reward, terminated = 0.0, r.done
+        if terminated:
+            score = self.client.evaluate(self.desktop)
+            if score.configured:
+                reward = info["score"] = score.score
+        return self._last_obs, reward, terminated, not terminated and self.steps >= self.max_steps, info
+
+    def close(self) -> None:
+        """Release the env (the desktop itself belongs to its server); safe to call twice."""
+        self._closed = True

@@ -1,0 +1,39 @@
+"""The env manifest: which env servers exist, where, and how they are doing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+
+from computerrl.data.datasets_io import load, save_atomic
+from computerrl.data.schemas import MANIFEST_COLUMNS, MANIFEST_FEATURES, check_columns
+from computerrl.envs.backends.base import EnvHandle
+
+MANIFEST_DIR = "manifest"
+
+
+def manifest_path(run_dir: Path | str) -> Path:
+    """A run folder's manifest; a path that already is a manifest dataset is taken as it is."""
+    p = Path(run_dir)
+    return p if (p / "dataset_info.json").exists() else p / MANIFEST_DIR
+
+
+def write_manifest(run_dir: Path | str, handles: list[EnvHandle], status: dict[str, str],
+                   restarts: dict[str, int] | None = None, lineage: dict | None = None) -> Path:
+    rows = [{"env_id": h.env_id, "address": h.address, "backend": h.backend, "status": status.get(h.env_id, ""),
+             "desktops": h.desktops, "token": h.token, "detail": json.dumps(h.detail),
+             "restarts": (restarts or {}).get(h.env_id, 0)} for h in handles]
+    ds = datasets.Dataset.from_list(rows, features=MANIFEST_FEATURES) if rows else \
+        datasets.Dataset.from_dict({c: [] for c in MANIFEST_COLUMNS}, features=MANIFEST_FEATURES)
+    return save_atomic(ds, Path(run_dir) / MANIFEST_DIR, lineage=lineage)
+
+
+def read_manifest(run_dir: Path | str) -> tuple[list[EnvHandle], dict[str, str]]:
+    """(handles, status by env id) from a run folder or a manifest dataset."""
+    ds = load(manifest_path(run_dir))
+    check_columns(ds, MANIFEST_COLUMNS, f"env manifest {manifest_path(run_dir)}")
+    handles = [EnvHandle(env_id=r["env_id"], address=r["address"], backend=r["backend"], token=r["token"],
+                         desktops=r["desktops"], detail=json.loads(r["detail"] or "{}")) for r in ds]
+    return handles, {r["env_id"]: r["status"] for r in ds}

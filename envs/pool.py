@@ -1,0 +1,105 @@
+"""EnvPool: lease desktops across many env servers; replace the ones that die.
+
+A rollout worker leases one desktop, runs an episode on it and gives it back. When an
+episode was lost (the server's watchdog rebuilt a crashed desktop, or the server itself died
+or hung past a call's deadline), the pool probes the server: a healthy server keeps serving,
+a dead or unhealthy one is retired and — when the pool has a backend — replaced by a fresh
+one under the same env id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from typing import Iterator
+
+from computerrl.envs.backends.base import Backend, EnvHandle
+from computerrl.envs.client import DesktopEnv, EnvClient, EnvError
+
+log = logging.getLogger("computerrl.envs.pool")
+
+
+def wait_healthy(client: EnvClient, timeout_s: float, *, alive=lambda: True) -> str:
+    """Poll Health until every desktop is up; returns '' or the last problem seen."""
+    deadline, problem = time.monotonic() + timeout_s, "no answer"
+    while time.monotonic() < deadline and alive():
+        try:
+            reply = client.health(timeout_s=2.0)
+            if reply.healthy:
+                return ""
+            problem = "; ".join(f"desktop {d.desktop}: {d.problem}" for d in reply.desktops if not d.healthy)
+            if "failed to start" in problem:
+                break
+        except EnvError as e:
+            problem = str(e)
+        time.sleep(0.2)
+    return problem or "server exited"
+
+
+class EnvPool:
+    def __init__(self, handles: list[EnvHandle], backend: Backend | None = None, *, call_timeout_s: float = 60.0,
+                 start_timeout_s: float = 120.0, max_steps: int = 15, screenshot: bool = False):
+        self.backend, self.call_timeout_s, self.start_timeout_s = backend, call_timeout_s, start_timeout_s
+        self.max_steps, self.screenshot = max_steps, screenshot
+        self.handles: dict[str, EnvHandle] = {h.env_id: h for h in handles}
+        self.clients = {h.env_id: EnvClient(h.address, h.token, timeout_s=call_timeout_s) for h in handles}
+        self.free: queue.Queue[tuple[str, int]] = queue.Queue()
+        self.replaced = 0  # servers replaced since the pool was made
+        self._lock = threading.Lock()
+        for h in handles:
+            for d in range(h.desktops):
+                self.free.put((h.env_id, d))
+
+    @property
+    def size(self) -> int:
+        return sum(h.desktops for h in self.handles.values())
+
+    @contextlib.contextmanager
+    def lease(self, timeout_s: float | None = None) -> Iterator[DesktopEnv]:
+        """A desktop for one or more episodes; given back (and checked if it lost one) on exit."""
+        try:
+            env_id, desktop = self.free.get(timeout=timeout_s)
+        except queue.Empty:
+            raise TimeoutError(f"no free desktop within {timeout_s} s ({self.size} in the pool)") from None
+        env = DesktopEnv(self.clients[env_id], desktop, max_steps=self.max_steps, screenshot=self.screenshot)
+        env.env_id = env_id
+        lost = False
+        try:
+            yield env
+            lost = bool(env.aborted)
+        except EnvError:
+            lost = True
+            raise
+        finally:
+            if lost:
+                self._recover(env_id)
+            if env_id in self.handles:
+                self.free.put((env_id, desktop))
+
+    def _recover(self, env_id: str) -> None:
+        """After a lost episode: keep a healthy server, replace a dead or sick one."""
+        problem = wait_healthy(self.clients[env_id], timeout_s=min(self.start_timeout_s, 30.0))
+        if not problem:
+            return
+        with self._lock:
+            old = self.handles[env_id]
+            log.warning("env %s at %s is unhealthy (%s): replacing it", env_id, old.address, problem)
+            if self.backend is None:
+                raise EnvError(f"env {env_id} is unhealthy ({problem}) and the pool has no backend to replace it")
+            self.backend.stop(old)
+            self.clients.pop(env_id).close()
+            new = self.backend.start(env_id, desktops=old.desktops)
+            client = EnvClient(new.address, new.token, timeout_s=self.call_timeout_s)
+            problem = wait_healthy(client, self.start_timeout_s, alive=lambda: self.backend.alive(new))
+            if problem:
+                self.backend.stop(new)
+                raise EnvError(f"replacement for env {env_id} did not become healthy: {problem}")
+            self.handles[env_id], self.clients[env_id] = new, client
+            self.replaced += 1
+
+    def close(self) -> None:
+        for c in self.clients.values():
+            c.close()

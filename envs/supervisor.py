@@ -1,0 +1,101 @@
+"""Starts a fleet of env servers through a backend and keeps it alive."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from computerrl.envs.backends.base import Backend, EnvHandle
+from computerrl.envs.client import EnvClient, EnvError
+from computerrl.envs.pool import wait_healthy
+
+log = logging.getLogger("computerrl.envs.supervisor")
+HEALTHY = "healthy"
+
+
+class Supervisor:
+    """Env servers env-000 … env-(count-1): started, watched, restarted, stopped."""
+
+    def __init__(self, backend: Backend, count: int, *, desktops: int = 1, start_timeout_s: float = 180.0,
+                 unhealthy_grace_s: float = 20.0, parallel_starts: int = 4):
+        self.backend, self.desktops = backend, desktops
+        self.start_timeout_s, self.unhealthy_grace_s, self.parallel_starts = start_timeout_s, unhealthy_grace_s, parallel_starts
+        self.ids = [f"env-{i:03d}" for i in range(count)]
+        self.handles: dict[str, EnvHandle] = {}
+        self.status: dict[str, str] = {i: "starting" for i in self.ids}
+        self.restarts: dict[str, int] = {i: 0 for i in self.ids}
+        self.episodes: dict[str, int] = {i: 0 for i in self.ids}
+        self._sick_since: dict[str, float] = {}
+
+    def start_all(self, on_change=lambda: None) -> None:
+        """Start every server, a few at a time (each desktop's LibreOffice start is CPU-heavy)."""
+        def start(env_id: str) -> None:
+            self._start_one(env_id)
+            on_change()
+
+        with ThreadPoolExecutor(self.parallel_starts) as ex:
+            list(ex.map(start, self.ids))
+
+    def _start_one(self, env_id: str) -> None:
+        self.status[env_id] = "starting"
+        try:
+            handle = self.backend.start(env_id, desktops=self.desktops)
+        except Exception as e:  # noqa: BLE001 - reported in the table, retried by check()
+            self.status[env_id] = f"failed: {e}"
+            return
+        self.handles[env_id] = handle
+        client = EnvClient(handle.address, handle.token)
+        try:
+            problem = wait_healthy(client, self.start_timeout_s, alive=lambda: self.backend.alive(handle))
+        finally:
+            client.close()
+        self.status[env_id] = HEALTHY if not problem else f"unhealthy: {problem}"
+
+    def check(self, restart: bool = True) -> bool:
+        """One supervision round; returns whether anything changed."""
+        changed = False
+        for env_id in self.ids:
+            handle = self.handles.get(env_id)
+            problem = self._probe(handle)
+            before = self.status[env_id]
+            if not problem:
+                self.status[env_id] = HEALTHY
+                self._sick_since.pop(env_id, None)
+            else:
+                self.status[env_id] = f"unhealthy: {problem}"
+                since = self._sick_since.setdefault(env_id, time.monotonic())
+                dead = handle is None or not self.backend.alive(handle)
+                # A live server gets a grace period: its own watchdog rebuilds crashed desktops.
+                if restart and (dead or time.monotonic() - since > self.unhealthy_grace_s):
+                    log.warning("%s: %s; restarting", env_id, problem)
+                    self.restart(env_id)
+            changed |= self.status[env_id] != before
+        return changed
+
+    def _probe(self, handle: EnvHandle | None) -> str:
+        if handle is None:
+            return "not started"
+        if not self.backend.alive(handle):
+            return "server exited"
+        client = EnvClient(handle.address, handle.token)
+        try:
+            reply = client.health(timeout_s=5.0)
+            self.episodes[handle.env_id] = sum(d.episodes for d in reply.desktops)
+            return "" if reply.healthy else "; ".join(d.problem for d in reply.desktops if not d.healthy)
+        except EnvError as e:
+            return str(e)
+        finally:
+            client.close()
+
+    def restart(self, env_id: str) -> None:
+        if env_id in self.handles:
+            self.backend.stop(self.handles.pop(env_id))
+        self.restarts[env_id] += 1
+        self._sick_since.pop(env_id, None)
+        self._start_one(env_id)
+
+    def stop_all(self) -> None:
+        for env_id, handle in list(self.handles.items()):
+            self.backend.stop(handle)
+            self.status[env_id] = "stopped"

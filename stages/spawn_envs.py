@@ -1,0 +1,217 @@
+"""spawn-envs — start real desktops behind env servers and keep them alive.
+
+Starts `--count` env servers with a backend (`local`: subprocesses on loopback ports, the
+default; `docker`: one container each on one or more Docker hosts), each hosting
+`--desktops-per-env` desktops (Xvfb + D-Bus + AT-SPI + openbox + LibreOffice). Waits until
+every server answers Health as healthy, writes the env manifest, then supervises: shows a
+live table, restarts a server that died or stayed unhealthy past a grace period (the server
+itself already rebuilds a crashed desktop), and on Ctrl-C, SIGTERM or `--stop` stops all.
+
+Departures from OSWorld: no VM per environment and no reboot per episode; a desktop is a set
+of processes (~0.2 GB) that resets in place in about a second.
+
+Reads:  nothing
+Writes: OUT/manifest   env manifest dataset: env_id, address, backend, status, desktops,
+                       token, detail (JSON), restarts — rewritten atomically on every change
+        OUT/spawn-envs.json  the config;  OUT/supervisor.pid / supervisor.log when detached
+
+    computerrl spawn-envs --count 2 --out runs/demo/envs          # Ctrl-C stops them
+    computerrl spawn-envs --count 48 --out runs/envs --detach && computerrl spawn-envs --stop --out runs/envs
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from computerrl.cli.options import Backend, OutDir
+
+HELP = "Start and supervise real desktops behind gRPC env servers; writes the env manifest."
+PID_FILE, LOG_FILE, CONFIG_FILE = "supervisor.pid", "supervisor.log", "spawn-envs.json"
+
+
+@dataclasses.dataclass
+class SpawnEnvsConfig:
+    out: Path = Path("runs/envs")  # run folder: manifest, config, supervisor pid/log
+    count: int = 2  # env servers to start
+    desktops_per_env: int = 1  # desktops each server hosts
+    backend: str = "local"  # "local" or "docker"
+    start_timeout_s: float = 180.0  # seconds a server may take to become healthy
+    poll_s: float = 2.0  # seconds between supervision rounds
+    restart: bool = True  # replace servers that die or stay unhealthy
+    unhealthy_grace_s: float = 20.0  # seconds a live server may stay unhealthy before a restart
+    parallel_starts: int = 4  # servers started at once (LibreOffice start-up is CPU-bound)
+    docker_image: str = "computerrl-desktop:latest"  # image for --backend docker
+    detach: bool = False  # supervise in the background and return once all are healthy
+    stop: bool = False  # stop the envs of OUT (a detached supervisor, or the servers of its manifest)
+
+    def __post_init__(self):
+        self.out = Path(self.out)
+        if self.count < 1 or self.desktops_per_env < 1:
+            raise ValueError("--count and --desktops-per-env must be at least 1")
+        if self.backend not in ("local", "docker"):
+            raise ValueError(f"unknown backend {self.backend!r}; known: docker, local")
+        if self.detach and self.stop:
+            raise ValueError("--detach and --stop exclude each other")
+        if self.parallel_starts < 1 or self.poll_s <= 0:
+            raise ValueError("--parallel-starts must be ≥ 1 and --poll-s > 0")
+
+
+def command(
+    out: OutDir = Path("runs/envs"),
+    count: Annotated[int, typer.Option(help="Env servers to start.")] = 2,
+    desktops_per_env: Annotated[int, typer.Option(help="Desktops each server hosts.")] = 1,
+    backend: Backend = "local",
+    start_timeout_s: Annotated[float, typer.Option(help="Seconds a server may take to become healthy.")] = 180.0,
+    poll_s: Annotated[float, typer.Option(help="Seconds between health checks.")] = 2.0,
+    restart: Annotated[bool, typer.Option(help="Restart servers that die or stay unhealthy.")] = True,
+    unhealthy_grace_s: Annotated[float, typer.Option(help="Seconds a live server may stay unhealthy.")] = 20.0,
+    parallel_starts: Annotated[int, typer.Option(help="Servers started at once.")] = 4,
+    docker_image: Annotated[str, typer.Option(help="Desktop image for --backend docker.")] = "computerrl-desktop:latest",
+    detach: Annotated[bool, typer.Option(help="Supervise in the background; return once all are healthy.")] = False,
+    stop: Annotated[bool, typer.Option(help="Stop the envs recorded in --out.")] = False,
+):
+    try:
+        cfg = SpawnEnvsConfig(**{k: v for k, v in locals().items()})
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    raise typer.Exit(run(cfg))
+
+
+def _backend(cfg: SpawnEnvsConfig):
+    from computerrl.envs.backends.base import make_backend
+
+    options = {"workdir": cfg.out / "state"} if cfg.backend == "local" else {"image": cfg.docker_image}
+    return make_backend(cfg.backend, **options)
+
+
+def run(cfg: SpawnEnvsConfig) -> int:
+    """Returns the exit code: 0 when all started (and, unless detached, were stopped cleanly)."""
+    if cfg.stop:
+        return stop(cfg.out)
+    if cfg.detach:
+        return _detach(cfg)
+    return supervise(cfg)
+
+
+def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    from computerrl.data.datasets_io import lineage
+    from computerrl.envs.manifest import write_manifest
+    from computerrl.envs.supervisor import HEALTHY, Supervisor
+
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    (cfg.out / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
+    (cfg.out / PID_FILE).write_text(str(os.getpid()))
+    sup = Supervisor(_backend(cfg), cfg.count, desktops=cfg.desktops_per_env, start_timeout_s=cfg.start_timeout_s,
+                     unhealthy_grace_s=cfg.unhealthy_grace_s, parallel_starts=cfg.parallel_starts)
+    card = lineage("spawn-envs", cfg)
+
+    def save():
+        write_manifest(cfg.out, [sup.handles[i] for i in sup.ids if i in sup.handles], sup.status, sup.restarts, card)
+
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append("SIGTERM"))
+    console = Console(stderr=True)
+    try:
+        with Live(_table(sup), console=console, refresh_per_second=2, transient=not console.is_terminal) as live:
+            sup.start_all(on_change=lambda: live.update(_table(sup)))
+            save()
+            all_up = all(s == HEALTHY for s in sup.status.values())
+            console.print(f"[bold]{sum(s == HEALTHY for s in sup.status.values())}/{cfg.count}[/] env servers "
+                          f"healthy; manifest: {cfg.out / 'manifest'}  (Ctrl-C or `computerrl spawn-envs --stop "
+                          f"--out {cfg.out}` stops them)")
+            rounds = 0
+            while not stopping and (max_rounds is None or rounds < max_rounds):
+                time.sleep(cfg.poll_s)
+                if sup.check(restart=cfg.restart):
+                    save()
+                live.update(_table(sup))
+                rounds += 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        console.print("stopping env servers…")
+        sup.stop_all()
+        save()
+        (cfg.out / PID_FILE).unlink(missing_ok=True)
+    return 0 if all_up else 1
+
+
+def _table(sup):
+    from rich.table import Table
+
+    t = Table(title="computerrl env servers", expand=False)
+    for col in ("env", "address", "status", "desktops", "episodes", "restarts"):
+        t.add_column(col)
+    for env_id in sup.ids:
+        h = sup.handles.get(env_id)
+        st = sup.status[env_id]
+        color = "green" if st == "healthy" else "yellow" if st == "starting" else "red"
+        t.add_row(env_id, h.address if h else "-", f"[{color}]{st}[/]", str(sup.desktops),
+                  str(sup.episodes[env_id]), str(sup.restarts[env_id]))
+    return t
+
+
+def _detach(cfg: SpawnEnvsConfig) -> int:
+    """Re-run this command without --detach in its own session; wait until its manifest is healthy."""
+    from computerrl.envs.manifest import read_manifest
+
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    args = [sys.executable, "-m", "computerrl.cli.main", "spawn-envs"]
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.name in ("detach", "stop"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        args += [flag if value else "--no-" + flag[2:]] if isinstance(value, bool) else [flag, str(value)]
+    with open(cfg.out / LOG_FILE, "ab") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + cfg.start_timeout_s * (1 + cfg.count // cfg.parallel_starts) + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            handles, status = read_manifest(cfg.out)
+            if len(handles) == cfg.count and all(s == "healthy" for s in status.values()):
+                print(f"{cfg.count} env servers healthy (supervisor pid {proc.pid}); manifest: {cfg.out / 'manifest'}")
+                return 0
+        except (FileNotFoundError, ValueError):
+            pass
+        time.sleep(1.0)
+    print(f"env servers did not all become healthy; see {cfg.out / LOG_FILE}", file=sys.stderr)
+    return 1
+
+
+def stop(out: Path) -> int:
+    """Stop a detached supervisor (it stops its servers), or the manifest's servers directly."""
+    from computerrl.envs.backends.base import make_backend
+    from computerrl.envs.manifest import read_manifest, write_manifest
+
+    pid_file = out / PID_FILE
+    if pid_file.exists():
+        pid = int(pid_file.read_text())
+        try:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(600):  # it stops every server first; give it a minute
+                os.kill(pid, 0)
+                time.sleep(0.1)
+        except ProcessLookupError:
+            pid_file.unlink(missing_ok=True)
+            print(f"stopped the supervisor of {out}")
+            return 0
+    handles, status = read_manifest(out)
+    for h in handles:
+        make_backend(h.backend, **({"workdir": out / "state"} if h.backend == "local" else {})).stop(h)
+    write_manifest(out, handles, {h.env_id: "stopped" for h in handles})
+    print(f"stopped {len(handles)} env servers of {out}")
+    return 0
