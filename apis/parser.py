@@ -145,18 +145,10 @@ def _parse_call(code: str) -> tuple[str, str, list, dict]:
         raise _Reject(f"the action is too long ({len(code)} characters, limit {MAX_CODE_CHARS})")
     if "\x00" in code:
         raise _Reject("null bytes are not allowed")
-    try:
-        tree = ast.parse(code, mode="exec")
-    except SyntaxError as e:
-        raise _Reject(f"syntax error: {e.msg}") from None
-    except ValueError as e:  # e.g. lone surrogates, int literals over Python's digit limit
-        raise _Reject(f"the code cannot be parsed: {e}") from None
-
-    if not tree.body:
-        raise _Reject("no action found; the code block holds no statement")
-    if len(tree.body) > 1:
+    body = _statements(code)
+    if len(body) > 1:
         raise _Reject("only one statement is allowed per action")
-    stmt = tree.body[0]
+    stmt = body[0]
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
         raise _Reject("imports are not allowed")
     if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -197,6 +189,25 @@ def _parse_call(code: str) -> tuple[str, str, list, dict]:
             raise _Reject("identifiers must be plain ASCII")
         kwargs[k.arg] = _literal(k.value, 0)
     return api, name, args, kwargs
+
+
+def _statements(code: str) -> list[ast.stmt]:
+    """The statements of `code`. Not mode="exec": on a syntax error in that mode CPython opens
+    the "file" named by the filename argument to quote the bad line, and a parser of untrusted
+    text should not touch the disk. "eval" and "single" modes quote from the string itself."""
+    try:
+        try:
+            return [ast.Expr(ast.parse(code, mode="eval").body)]  # the usual case: one call
+        except SyntaxError:
+            if all(not line.strip() or line.lstrip().startswith("#") for line in code.splitlines()):
+                raise _Reject("no action found; the code block holds no statement") from None
+            return ast.parse(code + "\n", mode="single").body  # says why a statement is not a call
+    except SyntaxError as e:
+        if "multiple statements" in (e.msg or ""):  # "single" mode's word for two lines of code
+            raise _Reject("only one statement is allowed per action") from None
+        raise _Reject(f"syntax error: {e.msg}") from None
+    except ValueError as e:  # e.g. lone surrogates, int literals over Python's digit limit
+        raise _Reject(f"the code cannot be parsed: {e}") from None
 
 
 def _literal(node: ast.AST, depth: int):

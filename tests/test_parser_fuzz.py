@@ -11,6 +11,7 @@ import ast
 import builtins
 import contextlib
 import sys
+import unicodedata  # noqa: F401  (imported before any guard; see unicodedata_only)
 import warnings
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -49,9 +50,16 @@ def no_execution():
             return forbidden("compile")()
         return real_compile(source, filename, mode, flags, *args, **kwargs)
 
+    def unicodedata_only(name, *args, **kwargs):
+        # CPython's tokenizer imports unicodedata to NFKC-normalize non-ASCII identifiers.
+        if name != "unicodedata":
+            return forbidden(f"__import__({name!r})")()
+        return real_import(name, *args, **kwargs)
+
     saved = {name: getattr(builtins, name) for name in ("eval", "exec", "compile", "__import__")}
+    real_import = saved["__import__"]
     patches = {"eval": forbidden("eval"), "exec": forbidden("exec"), "compile": ast_only_compile,
-               "__import__": forbidden("__import__")}
+               "__import__": unicodedata_only}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # printing a SyntaxWarning would import linecache
         for name, fn in patches.items():

@@ -1,0 +1,52 @@
+# computerrl — the lab notebook. `just --list` shows every recipe.
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+venv := justfile_directory() / ".venv/bin"
+runs := env("COMPUTERRL_RUNS", "runs")
+envs := env("COMPUTERRL_ENVS", "2")
+
+# Install system packages, the virtualenv and the package (idempotent).
+[group("setup")]
+install:
+    bash install.sh
+
+# The whole suite: real desktops, real LibreOffice.
+[group("dev")]
+test *args: install
+    {{venv}}/python -m pytest -q -ra {{args}}
+
+# Fast tests only (no desktops).
+[group("dev")]
+test-fast *args: install
+    {{venv}}/python -m pytest -q -m "not desktop" {{args}}
+
+# Regenerate the gRPC stubs from envs/proto/env.proto.
+[group("dev")]
+proto:
+    cd envs/proto && {{venv}}/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. env.proto
+    sed -i 's/^import env_pb2 as env__pb2/from computerrl.envs.proto import env_pb2 as env__pb2/' envs/proto/env_pb2_grpc.py
+
+# Start real desktops behind env servers and supervise them (Ctrl-C stops).
+[group("stages")]
+spawn-envs count=envs *args="":
+    {{venv}}/computerrl spawn-envs --count {{count}} --out {{runs}}/envs {{args}}
+
+# Stop the env servers of a detached spawn-envs.
+[group("stages")]
+stop-envs:
+    {{venv}}/computerrl spawn-envs --stop --out {{runs}}/envs
+
+# CPU demo: start desktops, run a scripted episode in each, print what happened.
+[group("pipelines")]
+demo count=envs: install
+    {{venv}}/python -m computerrl.envs.demo --count {{count}} --out {{runs}}/demo
+
+# Env benchmarks: reset/step latency, memory per desktop, desktops alive, steps/s (JSON last line).
+[group("bench")]
+bench-envs *args: install
+    {{venv}}/python -m computerrl.bench.bench_envs {{args}}
+
+# Build the desktop image for --backend docker (needs a Docker engine).
+[group("setup")]
+docker-image tag="computerrl-desktop:latest":
+    docker build -f envs/Dockerfile -t {{tag}} .

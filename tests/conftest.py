@@ -1,0 +1,60 @@
+"""Fixtures that start real desktops (Xvfb + D-Bus + AT-SPI + openbox + LibreOffice)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from computerrl.envs.client import DesktopEnv, EnvClient
+from computerrl.envs.pool import wait_healthy
+from computerrl.envs.scripted import response
+from computerrl.envs.server import EnvServer
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """An in-process env server with one real desktop; its desktop is reachable for white-box checks."""
+    srv = EnvServer(desktops=1, workdir=tmp_path_factory.mktemp("env-server"), settle_s=0.2).start()
+    client = EnvClient(f"127.0.0.1:{srv.port}", timeout_s=60)
+    assert wait_healthy(client, 120) == "", "the desktop did not start"
+    yield srv, client
+    client.close()
+    srv.stop()
+
+
+@pytest.fixture
+def env(server):
+    srv, client = server
+    assert wait_healthy(client, 120) == ""  # a previous test may have crashed it on purpose
+    e = DesktopEnv(client, 0, max_steps=50)
+    yield e
+    e.close()
+
+
+def act(env: DesktopEnv, code: str):
+    """One step with a well-formed model response; fails the test if the episode was lost."""
+    obs, reward, terminated, truncated, info = env.step(response(code))
+    assert not info["aborted"], info["aborted"]
+    return obs, info
+
+
+def node_center(tree: str, name: str) -> tuple[int, int]:
+    """Centre of the first a11y row whose name or text is `name` (the agent's own way to aim)."""
+    for line in tree.splitlines()[1:]:
+        cols = line.split("\t")
+        if len(cols) >= 5 and name in (cols[1], cols[2]):
+            x, y = map(int, re.findall(r"-?\d+", cols[3])[:2])
+            return x, y
+    raise AssertionError(f"no node named {name!r} in the tree:\n{tree[:3000]}")
+
+
+def wait_until(predicate, timeout_s: float = 10.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    return predicate()

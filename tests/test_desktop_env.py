@@ -1,0 +1,161 @@
+"""A real desktop behind the env service: GUI actions, observation, reset, crashes."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+
+import pytest
+from PIL import Image
+
+from conftest import act, node_center, wait_until
+from computerrl.envs.pool import wait_healthy
+from computerrl.envs.scripted import response
+
+pytestmark = pytest.mark.desktop
+
+
+def office(server):
+    return server[0].slots[0].desktop.office.desktop
+
+
+def current_doc(server):
+    return office(server).getCurrentComponent()
+
+
+def dark_pixels(png: bytes, x: int, y: int, half_w: int = 30, half_h: int = 7) -> int:
+    img = Image.open(io.BytesIO(png)).convert("L").crop((x - half_w, y - half_h, x + half_w, y + half_h))
+    return sum(1 for p in img.getdata() if p < 100)
+
+
+def test_typing_into_a_calc_cell_shows_in_screenshot_and_tree(env, server):
+    env.screenshot = True
+    try:
+        env.reset()
+        obs, _ = act(env, "Agent.open_app('calc')")
+        assert obs["focused_app"] == "calc"
+        before = obs["screenshot"]
+        obs, info = act(env, "Agent.type(text='Hello42', enter=True)")
+    finally:
+        env.screenshot = False
+    assert info["exec_result"].startswith("Typed 7 characters")
+    assert "Hello42" in obs["a11y_tree"]
+    x, y = node_center(obs["a11y_tree"], "Hello42")
+    after = obs["screenshot"]
+    assert Image.open(io.BytesIO(after)).size == (1920, 1080)
+    assert dark_pixels(before, x, y) == 0 and dark_pixels(after, x, y) > 15, "the text is not drawn in the cell"
+    assert current_doc(server).Sheets.getByIndex(0).getCellRangeByName("A1").String == "Hello42"
+
+
+def test_click_drag_and_scroll_in_calc(env, server):
+    env.reset()
+    act(env, "Agent.open_app('calc')")
+    sheet = current_doc(server).Sheets.getByIndex(0)
+    sheet.getCellRangeByName("C5").String = "start"
+    sheet.getCellRangeByName("E9").String = "end"
+    obs, _ = act(env, "Agent.wait()")
+    start, end = node_center(obs["a11y_tree"], "start"), node_center(obs["a11y_tree"], "end")
+
+    act(env, f"Agent.click({list(end)})")
+    assert current_doc(server).CurrentSelection.AbsoluteName.endswith("$E$9")
+
+    act(env, f"Agent.drag_and_drop({list(start)}, {list(end)})")
+    assert current_doc(server).CurrentSelection.AbsoluteName.endswith("$C$5:$E$9")
+
+    controller = current_doc(server).CurrentController
+    assert controller.getFirstVisibleRow() == 0
+    act(env, "Agent.scroll([900, 500], 'down')")
+    assert wait_until(lambda: controller.getFirstVisibleRow() > 0)
+
+
+def test_type_overwrite_and_hotkey_in_writer(env, server):
+    env.reset()
+    act(env, "Agent.open_app('writer')")
+    act(env, "Agent.type(text='first draft')")
+    text = lambda: current_doc(server).Text.String  # noqa: E731
+    assert wait_until(lambda: text() == "first draft")
+    act(env, "Agent.type(text='final', overwrite=True)")
+    assert wait_until(lambda: text() == "final")
+    act(env, "Agent.hotkey(['ctrl', 'a'])")
+    act(env, "Agent.hotkey(['ctrl', 'b'])")
+    para = current_doc(server).Text.createEnumeration().nextElement()
+    assert para.CharWeight == 150.0  # com.sun.star.awt.FontWeight.BOLD
+
+
+def test_open_app_switch_window_quote_wait_exit(env):
+    env.reset()
+    obs, _ = act(env, "Agent.open_app('calc')")
+    calc_id = next(w["id"] for w in obs["windows"] if w["focused"])
+    obs, _ = act(env, "Agent.open_app('terminal')")
+    assert obs["focused_app"] == "terminal"
+    assert {w["app"] for w in obs["windows"]} >= {"libreoffice-calc", "xterm"}
+    obs, info = act(env, f"Agent.switch_window('{calc_id}')")
+    assert obs["focused_app"] == "calc", info
+    _, info = act(env, "Agent.quote('the total is 42')")
+    assert "the total is 42" in info["exec_result"]
+    _, info = act(env, "Agent.wait()")
+    assert info["elapsed_s"] >= 1.0
+    obs, reward, terminated, truncated, info = env.step(response("Agent.exit(True)"))
+    assert terminated and not truncated and info["exit_success"]
+
+
+def test_unknown_app_and_window_are_reported_not_crashed(env):
+    env.reset()
+    _, info = act(env, "Agent.open_app('photoshop')")
+    assert "unknown app 'photoshop'" in info["exec_result"] and "calc" in info["exec_result"]
+    _, info = act(env, "Agent.switch_window('0x7777777')")
+    assert info["exec_result"].startswith("Action failed: no window")
+
+
+def test_invalid_action_is_reported_and_never_executed(env, tmp_path):
+    env.reset()
+    marker = tmp_path / "pwned"
+    for bad in (f"__import__('os').system('touch {marker}')", "Agent.click()", "Agent.open_app('calc'); x = 1",
+                f"Agent.type(text=open('{marker}', 'w').write('x'))"):
+        obs, reward, terminated, truncated, info = env.step(response(bad))
+        assert not info["action_valid"] and info["exec_result"].startswith("Invalid action:"), bad
+        assert obs["last_result"] == info["exec_result"] and reward == 0.0
+    assert not marker.exists()
+
+
+def test_reset_leaves_no_trace(env, server):
+    desktop = server[0].slots[0].desktop
+    env.reset()
+    act(env, "Agent.open_app('terminal')")
+    act(env, "Agent.type(text='echo trace > ~/Documents/trace.txt', enter=True)")
+    assert wait_until(lambda: (desktop.home / "Documents" / "trace.txt").exists())
+    act(env, "Agent.open_app('writer')")
+    act(env, "Agent.type(text='left over')")
+    obs, _ = env.reset()
+    assert obs["windows"] == [] and obs["focused_app"] == ""
+    assert list(_iterate(office(server).Components)) == []
+    assert sorted(p.name for p in desktop.home.iterdir()) == sorted(
+        ["Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos"])
+    assert not any(desktop.home.rglob("*.*"))
+    assert desktop._apps == []
+
+
+def _iterate(enumeration_access):
+    e = enumeration_access.createEnumeration()
+    while e.hasMoreElements():
+        yield e.nextElement()
+
+
+@pytest.mark.parametrize("victim", ["soffice", "xvfb"])
+def test_killed_process_aborts_the_episode_and_a_healthy_desktop_replaces_it(env, server, victim):
+    srv, client = server
+    env.reset()
+    act(env, "Agent.open_app('calc')")
+    desktop = srv.slots[0].desktop
+    proc = desktop.office.proc if victim == "soffice" else desktop._procs["xvfb"]
+    replacements = client.health().desktops[0].replacements
+    os.kill(proc.pid, signal.SIGKILL)
+    obs, reward, terminated, truncated, info = env.step(response("Agent.type(text='lost')"))
+    assert info["aborted"] and "ABORTED" in info["aborted"] and truncated and reward == 0.0
+    assert env.aborted
+    assert wait_healthy(client, 120) == ""
+    assert client.health().desktops[0].replacements == replacements + 1
+    env.reset()
+    obs, _ = act(env, "Agent.open_app('calc')")
+    assert obs["focused_app"] == "calc"

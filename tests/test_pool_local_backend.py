@@ -1,0 +1,59 @@
+"""The pool over real local env servers: leasing, and replacing a server that died."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from computerrl.envs.backends.base import make_backend
+from computerrl.envs.pool import EnvPool, wait_healthy
+from computerrl.envs.client import EnvClient
+from computerrl.envs.scripted import calc_episode, response, run_episode
+
+pytestmark = pytest.mark.desktop
+
+
+@pytest.fixture
+def pool(tmp_path):
+    backend = make_backend("local", workdir=tmp_path)
+    handle = backend.start("env-000")
+    client = EnvClient(handle.address)
+    assert wait_healthy(client, 120) == ""
+    client.close()
+    p = EnvPool([handle], backend, call_timeout_s=30)
+    yield p
+    p.close()
+    for h in p.handles.values():
+        backend.stop(h)
+        assert not backend.alive(h)
+
+
+def test_scripted_episode_runs_through_the_pool(pool):
+    with pool.lease(timeout_s=5) as env:
+        ep = run_episode(env, calc_episode("pooled 7"))
+    assert ep["terminated"] and not ep["aborted"] and ep["valid"] == ep["steps"] == 7
+    assert any("pooled 7" in tree for tree in ep["trees"].values())
+
+
+def test_a_dead_server_aborts_the_episode_and_is_replaced(pool):
+    old = pool.handles["env-000"]
+    with pool.lease(timeout_s=5) as env:
+        env.reset()
+        os.killpg(old.detail["pid"], signal.SIGKILL)  # the server and all its desktop processes
+        _, reward, terminated, truncated, info = env.step(response("Agent.open_app('calc')"))
+        assert info["aborted"] and truncated and not terminated and reward == 0.0
+    assert pool.replaced == 1
+    new = pool.handles["env-000"]
+    assert new.address != old.address and pool.backend.alive(new)
+    with pool.lease(timeout_s=5) as env:
+        ep = run_episode(env, calc_episode("after the crash"))
+    assert ep["terminated"] and not ep["aborted"]
+
+
+def test_lease_times_out_when_every_desktop_is_taken(pool):
+    with pool.lease(timeout_s=5):
+        with pytest.raises(TimeoutError, match="no free desktop"):
+            with pool.lease(timeout_s=0.2):
+                pass
