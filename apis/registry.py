@@ -97,7 +97,7 @@ def _scalar(t: type, round_floats: bool = False) -> Checker:
             raise _Mismatch(f"{path} must be {t.__name__}, got bool")
         if t is float and isinstance(v, int) and not isinstance(v, bool):
             return float(v)
-        if round_floats and isinstance(v, float) and math.isfinite(v):
+        if round_floats and isinstance(v, float) and abs(v) < 2**63:  # beyond that, not a pixel
             return int(round(v))
         if not isinstance(v, t):
             raise _Mismatch(f"{path} must be {t.__name__}, got {_kind(v)}")

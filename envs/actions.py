@@ -2,6 +2,7 @@
 
 xdotool is one short-lived process per action (~3 ms): cheap next to the observation, and it
 types any unicode text by remapping a spare keycode, which raw XTest cannot do by itself.
+`mousemove` never takes `--sync`: xdotool then waits forever when the pointer is already there.
 Every function returns the sentence the agent sees as the action's result.
 """
 
@@ -78,7 +79,7 @@ class GuiActions:
         return str(x), str(y)
 
     def click(self, coordinates, num_clicks: int = 1, button_type: str = "left") -> str:
-        self._xdotool("mousemove", "--sync", *self._xy(coordinates), "click", "--repeat", str(num_clicks),
+        self._xdotool("mousemove", *self._xy(coordinates), "click", "--repeat", str(num_clicks),
                       "--delay", "60", BUTTONS[button_type])
         return f"Clicked {button_type} x{num_clicks} at {list(coordinates)}"
 
@@ -96,13 +97,13 @@ class GuiActions:
     def drag_and_drop(self, drag_from_coordinates, drop_on_coordinates) -> str:
         (x1, y1), (x2, y2) = self._xy(drag_from_coordinates), self._xy(drop_on_coordinates)
         # Intermediate moves and short pauses: toolkits only start a drag after seeing motion.
-        self._xdotool("mousemove", "--sync", x1, y1, "mousedown", "1", "sleep", "0.05",
-                      "mousemove", "--sync", str((int(x1) + int(x2)) // 2), str((int(y1) + int(y2)) // 2),
-                      "sleep", "0.05", "mousemove", "--sync", x2, y2, "sleep", "0.05", "mouseup", "1")
+        self._xdotool("mousemove", x1, y1, "mousedown", "1", "sleep", "0.05",
+                      "mousemove", str((int(x1) + int(x2)) // 2), str((int(y1) + int(y2)) // 2),
+                      "sleep", "0.05", "mousemove", x2, y2, "sleep", "0.05", "mouseup", "1")
         return f"Dragged from {list(drag_from_coordinates)} to {list(drop_on_coordinates)}"
 
     def scroll(self, coordinates, direction: str) -> str:
-        self._xdotool("mousemove", "--sync", *self._xy(coordinates), "click", "--repeat", str(SCROLL_CLICKS),
+        self._xdotool("mousemove", *self._xy(coordinates), "click", "--repeat", str(SCROLL_CLICKS),
                       "--delay", "20", SCROLL_BUTTONS[direction])
         return f"Scrolled {direction} at {list(coordinates)}"
 

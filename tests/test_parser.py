@@ -102,6 +102,7 @@ INVALID = [
     ("Agent.click([1, 2, 3])", "coordinates must have exactly 2 items"),
     ("Agent.click([1])", "coordinates must have exactly 2 items"),
     ("Agent.click([-5, 2])", "coordinates[0] must be >= 0"),
+    ("Agent.click([1e300, 2])", "coordinates[0] must be int, got float"),
     ("Agent.click(['1', 2])", "coordinates[0] must be int, got str"),
     ("Agent.click('100, 200')", "coordinates must be list[int], got str"),
     ("Agent.type('100, 200')", "coordinates must be list[int] | None, got str"),

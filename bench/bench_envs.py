@@ -1,0 +1,148 @@
+"""Env benchmarks: reset and step latency, memory per desktop, desktops alive, steps/s.
+
+    python -m computerrl.bench.bench_envs                     # full: up to 48 desktops (~10 min)
+    python -m computerrl.bench.bench_envs --max-desktops 8 --throughput 1,4 --seconds 10
+
+Every desktop is a local env server (Xvfb + D-Bus + AT-SPI + openbox + LibreOffice) driven over
+gRPC, exactly as rollouts drive them. Prints the figures, then one JSON line of results.
+
+- reset: Reset (close documents, kill apps, restore home) + open a new Calc document + the first
+  observation with the a11y tree — the work a Calc task's setup does before the agent acts.
+- step: one scripted Calc action + the full observation (screenshot PNG + a11y tree + windows),
+  measured at the client, gRPC included.
+- pss: proportional set size of every process of a desktop's server (shared pages split fairly),
+  with a Calc document open.
+- steps/s: scripted Calc episodes on k desktops at once, text observations (no screenshot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from computerrl.envs.backends.local import LocalBackend
+from computerrl.envs.client import DesktopEnv, EnvClient
+from computerrl.envs.scripted import calc_episode, response
+from computerrl.envs.supervisor import HEALTHY, Supervisor
+
+STEP_ACTIONS = ["Agent.type(text='1234', enter=True)", "Agent.hotkey(['ctrl', 'Home'])", "Agent.click([300, 300])",
+                "Agent.hotkey(['down'])"]
+
+
+def pss_mb(session_pid: int) -> float:
+    """PSS of every process in the server's session (the server, Xvfb, D-Bus, soffice, …)."""
+    total_kb = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[3]) != session_pid:  # field 6: session id
+                    continue
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total_kb += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        except (FileNotFoundError, ProcessLookupError, StopIteration, PermissionError):
+            continue
+    return total_kb / 1024
+
+
+def latency(client: EnvClient, n: int) -> tuple[list[float], list[float]]:
+    env = DesktopEnv(client, max_steps=10_000, screenshot=True)
+    resets, steps = [], []
+    for i in range(n):
+        t = time.perf_counter()
+        env.reset()
+        env.step(response("Agent.open_app('calc')"))
+        resets.append(time.perf_counter() - t)
+        for code in STEP_ACTIONS:
+            t = time.perf_counter()
+            _, _, _, _, info = env.step(response(code))
+            steps.append(time.perf_counter() - t)
+            assert not info["aborted"], info["aborted"]
+    return resets, steps
+
+
+def throughput(clients: list[EnvClient], seconds: float) -> float:
+    stop_at, counts = time.monotonic() + seconds, [0] * len(clients)
+
+    def worker(i: int) -> None:
+        env = DesktopEnv(clients[i], max_steps=100)
+        while time.monotonic() < stop_at:
+            env.reset()
+            for action in calc_episode(f"row {i}"):
+                _, _, terminated, _, info = env.step(action)
+                counts[i] += 1
+                if terminated or info["aborted"] or time.monotonic() >= stop_at:
+                    break
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(clients))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.monotonic() - t0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--max-desktops", type=int, default=48, help="desktops started together")
+    p.add_argument("--throughput", default="1,4,16", help="desktop counts for steps/s")
+    p.add_argument("--seconds", type=float, default=20.0, help="duration of each throughput run")
+    p.add_argument("--episodes", type=int, default=10, help="reset+steps rounds for the latency figures")
+    p.add_argument("--workdir", default="/tmp/computerrl-bench", help="desktops' state folders")
+    args = p.parse_args(argv)
+    counts = [int(c) for c in args.throughput.split(",") if c]
+
+    backend = LocalBackend(args.workdir)
+    sup = Supervisor(backend, args.max_desktops, parallel_starts=2, start_timeout_s=300)
+    t0 = time.monotonic()
+    sup.start_all()
+    alive = [i for i in sup.ids if sup.status[i] == HEALTHY]
+    print(f"started {len(alive)}/{args.max_desktops} desktops healthy in {time.monotonic() - t0:.0f} s")
+    clients = [EnvClient(sup.handles[i].address, timeout_s=120) for i in alive]
+    try:
+        # Every desktop opens a Calc document, as it would in a rollout; then all must still be healthy.
+        def open_calc(c: EnvClient) -> None:
+            c.reset()
+            c.step(response("Agent.open_app('calc')"))
+
+        with ThreadPoolExecutor(4) as ex:
+            list(ex.map(open_calc, clients))
+        sup.check(restart=False)
+        alive_max = sum(sup.status[i] == HEALTHY for i in alive)
+        pss = [pss_mb(sup.handles[i].detail["pid"]) for i in alive]
+        with open("/proc/meminfo") as f:
+            meminfo = {line.split(":")[0]: int(line.split()[1]) for line in f}
+        print(f"desktops alive together: {alive_max}; PSS per desktop with Calc open: median "
+              f"{statistics.median(pss):.0f} MB (min {min(pss):.0f}, max {max(pss):.0f}); "
+              f"machine memory available: {meminfo['MemAvailable'] / 1024 ** 2:.1f} GB")
+
+        steps_per_s = {}
+        for k in counts:
+            if k <= len(clients):
+                steps_per_s[k] = throughput(clients[:k], args.seconds)
+                print(f"scripted policy on {k:2d} desktops: {steps_per_s[k]:.2f} steps/s")
+
+        resets, steps = latency(clients[0], args.episodes)
+        print(f"reset (clean + new Calc document + first observation): p50 {statistics.median(resets):.3f} s, "
+              f"p90 {statistics.quantiles(resets, n=10)[-1]:.3f} s over {len(resets)}")
+        print(f"step (action + screenshot + a11y tree), {len(alive)} desktops alive: "
+              f"p50 {statistics.median(steps) * 1000:.0f} ms, p90 {statistics.quantiles(steps, n=10)[-1] * 1000:.0f} ms "
+              f"over {len(steps)}")
+        result = {"reset_p50_s": round(statistics.median(resets), 3), "step_p50_s": round(statistics.median(steps), 3),
+                  "pss_mb_per_desktop": round(statistics.median(pss), 1), "desktops_alive_max": alive_max,
+                  "desktops_started": args.max_desktops,
+                  **{f"steps_per_s_{k}": round(v, 2) for k, v in steps_per_s.items()}}
+    finally:
+        for c in clients:
+            c.close()
+        sup.stop_all()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
