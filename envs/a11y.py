@@ -1,21 +1,24 @@
 """Accessibility tree of a desktop's focused application, read fast over AT-SPI and linearized.
 
-A naive walk (pyatspi: one blocking D-Bus round trip per property per node) of an empty
-LibreOffice Calc window takes ~0.6-0.9 s. This reader instead:
+A naive pyatspi walk costs a blocking D-Bus round trip per property per node (0.2-0.7 s for an
+empty LibreOffice Calc window). Here each level of a breadth-first walk costs three *pipelined*
+batches (children; states; role, name, extents and interfaces of the showing ones): a batch writes
+all its calls at once and matches replies by serial. Calls are marshalled and replies scanned by
+hand because jeepney's generic code costs ~45 us per message. Only SHOWING+VISIBLE subtrees of the
+active window are walked; other documents' frames are skipped, popups and dialogs kept.
 
-1. asks the application for its whole object cache in one call (`org.a11y.atspi.Cache.GetItems`:
-   parent, child count, interfaces, name, role, states of every cached object) and keeps only
-   SHOWING+VISIBLE objects under the active window (other documents' frames are skipped);
-2. lists with `GetChildren` only the objects whose cached children disagree with their child count
-   (LibreOffice's gtk3 port links its VCL and GTK halves inconsistently) and describes objects the
-   cache lacks (or every object, for toolkits without a cache);
-3. fetches extents and text *pipelined*: all method calls are written at once and the replies
-   matched by serial, so N calls cost one round trip instead of N;
-4. never enumerates a table that manages its descendants (a Calc sheet has 17 billion cells): the
-   visible cells are located from the cells at the table's corners and only the non-empty ones
-   (plus the focused one) are emitted;
-5. works around LibreOffice 7.4 gtk3 reporting VCL widget positions as if the native GTK menu bar
-   were not there (25 px too high): a VCL root pane is moved onto the GTK widget hosting it.
+`org.a11y.atspi.Cache.GetItems` is not used: LibreOffice 7.4 answers it by computing all its
+objects (~2,000 per document, mostly menu items: ~100 ms of its CPU), and after a document is
+closed it walks that document's dead objects and can abort (seen: SIGABRT in
+atk_object_get_index_in_parent under the bridge's cache iteration).
+
+LibreOffice specifics:
+- A table that manages its descendants (a Calc sheet: 17 billion cells) is never enumerated: the
+  cells between those at its visible corners are read and the non-empty ones (plus the focused
+  one) emitted. Calc keeps every cell object it was asked for (~6 KB, ~0.1 ms of its CPU each)
+  until the document closes; `max_cells` bounds that per call.
+- gtk3 places VCL widgets as if the native GTK menu bar were not there (25 px too high): a VCL
+  root pane is moved onto the GTK widget hosting it, its subtree with it.
 """
 from __future__ import annotations
 
@@ -36,38 +39,37 @@ ACC, COMP, TEXT, TABLE = (f"org.a11y.atspi.{i}" for i in ("Accessible", "Compone
 PROPS = "org.freedesktop.DBus.Properties"
 # AtspiRole and AtspiStateType (at-spi2-core atspi-constants.h), indexed by value.
 ROLES = (
-    "invalid;accelerator label;alert;animation;arrow;calendar;canvas;check box;check menu item;"
-    "color chooser;column header;combo box;date editor;desktop icon;desktop frame;dial;dialog;"
-    "directory pane;drawing area;file chooser;filler;focus traversable;font chooser;frame;glass pane;"
-    "html container;icon;image;internal frame;label;layered pane;list;list item;menu;menu bar;"
-    "menu item;option pane;page tab;page tab list;panel;password text;popup menu;progress bar;"
-    "push button;radio button;radio menu item;root pane;row header;scroll bar;scroll pane;separator;"
-    "slider;spin button;split pane;status bar;table;table cell;table column header;table row header;"
-    "tearoff menu item;terminal;text;toggle button;tool bar;tool tip;tree;tree table;unknown;viewport;"
-    "window;extended;header;footer;paragraph;ruler;application;autocomplete;editbar;embedded;entry;"
-    "chart;caption;document frame;heading;page;section;redundant object;form;link;"
-    "input method window;table row;tree item;document spreadsheet;document presentation;"
-    "document text;document web;document email;comment;list box;grouping;image map;notification;"
-    "info bar;level bar;title bar;block quote;audio;video;definition;article;landmark;log;marquee;"
-    "math;rating;timer;static;math fraction;math root;subscript;superscript;description list;"
-    "description term;description value;footnote;content deletion;content insertion;mark;"
-    "suggestion;push button menu").split(";")
+    "invalid;accelerator label;alert;animation;arrow;calendar;canvas;check box;check menu item;color chooser;"
+    "column header;combo box;date editor;desktop icon;desktop frame;dial;dialog;directory pane;drawing area;"
+    "file chooser;filler;focus traversable;font chooser;frame;glass pane;html container;icon;image;"
+    "internal frame;label;layered pane;list;list item;menu;menu bar;menu item;option pane;page tab;"
+    "page tab list;panel;password text;popup menu;progress bar;push button;radio button;radio menu item;"
+    "root pane;row header;scroll bar;scroll pane;separator;slider;spin button;split pane;status bar;table;"
+    "table cell;table column header;table row header;tearoff menu item;terminal;text;toggle button;tool bar;"
+    "tool tip;tree;tree table;unknown;viewport;window;extended;header;footer;paragraph;ruler;application;"
+    "autocomplete;editbar;embedded;entry;chart;caption;document frame;heading;page;section;"
+    "redundant object;form;link;input method window;table row;tree item;document spreadsheet;"
+    "document presentation;document text;document web;document email;comment;list box;grouping;image map;"
+    "notification;info bar;level bar;title bar;block quote;audio;video;definition;article;landmark;log;"
+    "marquee;math;rating;timer;static;math fraction;math root;subscript;superscript;description list;"
+    "description term;description value;footnote;content deletion;content insertion;mark;suggestion;"
+    "push button menu").split(";")
 STATES = (
-    "invalid;active;armed;busy;checked;collapsed;defunct;editable;enabled;expandable;expanded;"
-    "focusable;focused;has-tooltip;horizontal;iconified;modal;multi-line;multiselectable;opaque;"
-    "pressed;resizable;selectable;selected;sensitive;showing;single-line;stale;transient;vertical;"
-    "visible;manages-descendants;indeterminate;required;truncated;animated;invalid-entry;"
-    "supports-autocompletion;selectable-text;is-default;visited;checkable;has-popup;read-only"
-).split(";")
+    "invalid;active;armed;busy;checked;collapsed;defunct;editable;enabled;expandable;expanded;focusable;"
+    "focused;has-tooltip;horizontal;iconified;modal;multi-line;multiselectable;opaque;pressed;resizable;"
+    "selectable;selected;sensitive;showing;single-line;stale;transient;vertical;visible;manages-descendants;"
+    "indeterminate;required;truncated;animated;invalid-entry;supports-autocompletion;selectable-text;"
+    "is-default;visited;checkable;has-popup;read-only").split(";")
 ACTIVE, EDITABLE, FOCUSED, MANAGES = 1 << 1, 1 << 7, 1 << 12, 1 << 31
 SHOWN = 1 << 25 | 1 << 30  # SHOWING and VISIBLE
-# Layout-only roles: dropped when they carry no name and no text (their children are kept).
+FRAME = ROLES.index("frame")
+# Layout-only roles, dropped when they carry no name and no text (their children are kept).
 BORING = {"filler", "panel", "section", "unknown", "viewport", "scroll pane", "split pane", "label",
           "separator", "redundant object", "layered pane", "glass pane", "grouping"}
-MAX_CELLS = 1200     # cells read per managed table: ~0.1 ms each (50 rows x 23 cols fill 1080p Calc)
-MAX_CHILDREN = 1000  # children listed per object; protects against huge flat lists
+MAX_CELLS = 1200     # cells read per managed table per call (a 1080p Calc window shows 50 x 23)
+MAX_CHILDREN = 1000  # children listed per object: guards against huge flat lists
+MAX_DEPTH = 64       # tree levels walked
 FIELD_CHARS = 100    # characters kept per linearized field
-_MISSING = object()
 
 
 class A11yError(RuntimeError):
@@ -86,7 +88,7 @@ class Node:
     role: str
     name: str
     text: str
-    x: int  # top-left, screen coordinates
+    x: int  # top-left corner, screen coordinates
     y: int
     w: int
     h: int
@@ -95,51 +97,46 @@ class Node:
 
 @dataclass(frozen=True)
 class RawNode:
-    """One showing object as read, in tree preorder, before pruning and position fixes."""
+    """A showing object as read (tree preorder), before pruning and position fixes."""
     path: str
-    parent: str | None  # path of the object it was reached from; None for a window
+    parent: str | None  # the object it was reached from; None for a window
     role: str
     name: str
     text: str = ""
     states: frozenset[str] = frozenset()
-    box: tuple[int, int, int, int] | None = None  # raw screen extents; None = no Component
-    relinked: bool = False  # reached through a link the object's own Parent does not report
+    box: tuple[int, int, int, int] | None = None  # raw screen extents; None: no Component
+    relinked: bool = False  # its own Parent is not the object it was reached from
 
 
 class _Obj(NamedTuple):
-    parent: str  # what the object reports as its parent
-    count: int   # child count
-    name: str    # name, else description
+    parent: str  # the path it reports as its parent
+    count: int
+    name: str  # name, else description
     role: int
-    states: int  # AtspiStateType bits
-    box: tuple | None  # raw screen extents
+    states: int
+    box: tuple | None
+    ifaces: list
 
 
 def _bits(words) -> int:
     return sum(w << 32 * i for i, w in enumerate(words))
 
 
-def _names(bits: int) -> frozenset[str]:
-    return frozenset(s for i, s in enumerate(STATES) if bits >> i & 1)
-
-
 def prune(raw: list[RawNode]) -> list[Node]:
-    """Drop zero-size/off-screen subtrees and empty layout containers; fix LibreOffice offsets."""
+    """Drop zero-size and off-screen subtrees and empty layout containers; fix LibreOffice offsets."""
     offset, origin, gone, nodes = {}, {}, set(), []
     for r in raw:
         if r.parent in gone:
             gone.add(r.path)
             continue
         dx, dy = offset.get(r.parent, (0, 0))
-        if r.relinked:
-            # A foreign toolkit's object reports its own coordinates right, except a VCL root pane
-            # hosted in a GTK widget: it belongs exactly where its host is.
-            host = origin.get(r.parent)
+        if r.relinked:  # another toolkit's object: its own coordinates hold, except for a VCL
+            host = origin.get(r.parent)  # root pane, which belongs exactly where its GTK host is
             fix = r.role == "root pane" and host and r.box
             dx, dy = (host[0] - r.box[0], host[1] - r.box[1]) if fix else (0, 0)
         offset[r.path] = (dx, dy)
         if r.box is None:
-            continue  # no geometry: an invisible pass-through, its children are judged on their own
+            continue  # no geometry: a pass-through, its children are judged on their own
         x, y, w, h = r.box
         if w <= 0 or h <= 0 or x + w <= 0 or y + h <= 0:
             gone.add(r.path)
@@ -158,9 +155,9 @@ def _field(s: str) -> str:
 def linearize(nodes: list[Node], max_lines: int = 300) -> str:
     """Tab-separated table, one node per line; position is the box centre."""
     keep = nodes if len(nodes) <= max_lines else nodes[:max(max_lines - 1, 0)]
-    lines = ["tag\tname\ttext\tposition\tsize"]
-    lines += [f"{n.role.replace(' ', '-')}\t{_field(n.name)}\t{_field(n.text)}\t"
-              f"({n.x + n.w // 2}, {n.y + n.h // 2})\t({n.w}, {n.h})" for n in keep]
+    lines = ["tag\tname\ttext\tposition\tsize"] + [
+        f"{n.role.replace(' ', '-')}\t{_field(n.name)}\t{_field(n.text)}\t({n.x + n.w // 2}, {n.y + n.h // 2})\t({n.w}, {n.h})"
+        for n in keep]
     if len(keep) < len(nodes):
         lines.append(f"... {len(nodes) - len(keep)} more nodes")
     return "\n".join(lines)
@@ -168,7 +165,7 @@ def linearize(nodes: list[Node], max_lines: int = 300) -> str:
 
 @functools.lru_cache(maxsize=8192)
 def _fields(dest: str, path: str, iface: str, member: str, sig: str) -> bytes:
-    """Marshalled header fields of a method call: the same for every call of one method on one object."""
+    """Marshalled header fields of a method call (the same for each call of a method on an object)."""
     out = b""
     for code, t, v in ((1, "o", path), (6, "s", dest), (2, "s", iface), (3, "s", member), (8, "g", sig)):
         if v:
@@ -179,14 +176,12 @@ def _fields(dest: str, path: str, iface: str, member: str, sig: str) -> bytes:
 
 
 def _call(serial: int, dest: str, path: str, iface: str, member: str, sig: str = "", args=()) -> bytes:
-    """A little-endian D-Bus method call marshalled by hand (~5x faster than jeepney's Message)."""
+    """A little-endian method call; arguments of types i, u and s only (all AT-SPI needs here)."""
     fields, body = _fields(dest, path, iface, member, sig), b""
-    for t, a in zip(sig, args):  # only the i/u/s arguments AT-SPI methods take here
+    for t, a in zip(sig, args):
         body += b"\0" * (-len(body) % 4)
-        if t == "s":
-            body += struct.pack("<I", len(a.encode())) + a.encode() + b"\0"
-        else:
-            body += struct.pack("<I" if t == "u" else "<i", a)
+        b = a.encode() if t == "s" else b""
+        body += struct.pack("<I", len(b)) + b + b"\0" if t == "s" else struct.pack("<I" if t == "u" else "<i", a)
     return b"l\1\0\1" + struct.pack("<III", len(body), serial, len(fields)) + fields + b"\0" * (-len(fields) % 8) + body
 
 
@@ -196,8 +191,7 @@ def _body_type(sig: str):
 
 
 def _replies(buf: bytearray) -> list[tuple[int, tuple | None]]:
-    """Pop the complete messages off buf: (reply serial, body; None for an error) of each reply.
-    Scanning the header by hand and leaving only the body to jeepney saves ~15 us per reply."""
+    """Pop complete messages off buf; return (reply serial, body or None for an error) per reply."""
     pos, out = 0, []
     while len(buf) - pos >= 16:
         if buf[pos] != ord("l"):
@@ -207,30 +201,27 @@ def _replies(buf: bytearray) -> list[tuple[int, tuple | None]]:
         if len(buf) < start + blen:
             break
         reply, sig, f = None, "", pos + 16
-        while f < pos + 16 + flen:  # header fields: (code, variant of type g/u/s/o)
+        while f < pos + 16 + flen:  # header fields: (code, variant of type g, u, s or o)
             f += -(f - pos) % 8
-            code, t = buf[f], chr(buf[f + 2])
-            f += 4
-            if t == "g":
+            code, t, f = buf[f], buf[f + 2], f + 4
+            if t == ord("g"):
                 val, f = bytes(buf[f + 1:f + 1 + buf[f]]).decode(), f + buf[f] + 2
             else:
                 f += -(f - pos) % 4
                 val = struct.unpack_from("<I", buf, f)[0]
-                f += 4 if t == "u" else 4 + val + 1
+                f += 4 if t == ord("u") else 5 + val
             reply, sig = (val if code == 5 else reply), (val if code == 8 else sig)
         if reply is not None and buf[pos + 1] in (2, 3):  # method return, error
-            body = None
-            if buf[pos + 1] == 2:
-                msg = bytes(buf[pos:start + blen])  # jeepney aligns relative to the buffer start
-                body = _body_type(sig).parse_data(msg, start - pos, Endianness.little)[0] if sig else ()
-            out.append((reply, body))
+            msg = bytes(buf[pos:start + blen])  # jeepney aligns relative to the buffer's start
+            out.append((reply, None if buf[pos + 1] == 3 else
+                        _body_type(sig).parse_data(msg, start - pos, Endianness.little)[0] if sig else ()))
         pos = start + blen
     del buf[:pos]
     return out
 
 
 class A11yReader:
-    """Reads one desktop's AT-SPI bus; `session_bus_address` is that desktop's D-Bus session bus."""
+    """Reads the AT-SPI bus of the desktop whose D-Bus session bus is `session_bus_address`."""
 
     def __init__(self, session_bus_address: str, *, timeout_s: float = 2.0, max_cells: int = MAX_CELLS):
         self.session_bus_address, self.timeout_s, self.max_cells = session_bus_address, timeout_s, max_cells
@@ -246,7 +237,7 @@ class A11yReader:
 
     def tree(self, pid: int | None = None, *, max_lines: int = 300) -> list[Node]:
         """Showing nodes of the application with that pid (None: the first with a showing window).
-        max_lines caps the table cells read; the list may be longer (linearize trims it)."""
+        max_lines bounds the table cells kept; the list may be longer (linearize trims it)."""
         return self._guard(self._tree, pid, max_lines)
 
     def _guard(self, fn, *args):
@@ -270,19 +261,17 @@ class A11yReader:
         return self._sock
 
     def _batch(self, calls: list[tuple]) -> list:
-        """Pipelined method calls (dest, path, iface, member[, sig, args]): all are written at once,
-        replies matched by serial. Returns the bodies, None for errors."""
+        """Pipelined calls (dest, path, iface, member[, sig, args]) -> bodies, None for errors."""
         if not calls:
             return []
         sock, first = self._socket(), self._serial
         self._serial += len(calls)
         sock.sendall(b"".join(_call(first + i, *c) for i, c in enumerate(calls)))
-        out, missing, deadline = [_MISSING] * len(calls), len(calls), time.monotonic() + self.timeout_s
+        out, missing, deadline = [...] * len(calls), len(calls), time.monotonic() + self.timeout_s  # ...: no reply yet
         while missing:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([sock], [], [], left)[0]:
-                raise A11yError(f"{missing} of {len(calls)} AT-SPI calls ({calls[0][3]}, ...) "
-                                f"unanswered after {self.timeout_s} s")
+                raise A11yError(f"{missing} of {len(calls)} AT-SPI calls ({calls[0][3]}...) unanswered in {self.timeout_s} s")
             if missing > 50:
                 time.sleep(0.001)  # let replies pile up: fewer wake-ups leave the CPU to the application
             chunk = sock.recv(1 << 16)
@@ -290,7 +279,7 @@ class A11yReader:
                 raise ConnectionResetError("AT-SPI bus closed the connection")
             self._buf += chunk
             for serial, body in _replies(self._buf):
-                if 0 <= serial - first < len(calls) and out[serial - first] is _MISSING:
+                if 0 <= serial - first < len(calls) and out[serial - first] is ...:
                     out[serial - first], missing = body, missing - 1
         return out
 
@@ -298,8 +287,7 @@ class A11yReader:
         found = self._batch([("org.a11y.atspi.Registry", ROOT, ACC, "GetChildren")])[0]
         if found is None:
             raise A11yError("the AT-SPI registry did not list applications")
-        buses = [b for b, _ in found[0]]
-        dbus = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
+        buses, dbus = [b for b, _ in found[0]], ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
         r = self._batch([c for b in buses for c in ((b, ROOT, PROPS, "Get", "ss", (ACC, "Name")),
                                                     (*dbus, "GetConnectionUnixProcessID", "s", (b,)))])
         return [AppInfo(n[0][1] if n else "", b, p[0] if p else -1) for b, n, p in zip(buses, r[::2], r[1::2])]
@@ -309,31 +297,25 @@ class A11yReader:
         if pid is not None and not apps:
             raise A11yError(f"no accessible application has pid {pid}")
         for app in apps:
-            raw = self._read(app.bus_name, max_lines)
-            if raw is not None:
+            if raw := self._read(app.bus_name, max_lines):
                 return prune(raw)
         return []
 
-    def _read(self, bus: str, max_lines: int) -> list[RawNode] | None:
+    def _read(self, bus: str, max_lines: int) -> list[RawNode]:
         objs, children, tables = {}, {}, set()
         top = self._batch([(bus, ROOT, ACC, "GetChildren")])[0]
         self._describe(bus, objs, [p for _, p in top[0]] if top else [])
-        wins = list(objs)
-        if not wins:
-            return None
-        active = [p for p in wins if objs[p].states & ACTIVE]
-        if active:  # other documents' frames are skipped; popups and dialogs are kept
-            wins = active + [p for p in wins if p not in active and ROLES[objs[p].role] != "frame"]
-        level = wins
-        while level:  # breadth first, one level per three pipelined batches
+        active = [p for p in objs if objs[p].states & ACTIVE]  # other documents' frames are skipped
+        wins = level = active + [p for p in objs if p not in active and not (active and objs[p].role == FRAME)]
+        for _ in range(MAX_DEPTH):  # breadth first: three pipelined batches per level
             listing = []
             for p in level:
                 o = objs[p]
                 if o.box and (o.box[2] <= 0 or o.box[3] <= 0):
                     continue  # an empty box hides its subtree (LibreOffice's unused VCL menu bar)
-                if o.states & MANAGES and ROLES[o.role] in ("table", "tree table"):
+                if o.states & MANAGES and TABLE in o.ifaces:
                     tables.add(p)
-                elif 0 < o.count <= (MAX_CHILDREN if o.states & MANAGES else 1 << 31):
+                elif o.count > 0 and not (o.states & MANAGES and o.count > MAX_CHILDREN):
                     listing.append(p)
             new = []
             for p, ks in zip(listing, self._batch([(bus, p, ACC, "GetChildren") for p in listing])):
@@ -341,36 +323,36 @@ class A11yReader:
                 new += [c for c in children[p] if c not in objs]
             self._describe(bus, objs, list(dict.fromkeys(new)))
             level = [c for c in dict.fromkeys(new) if c in objs]
-        order, seen, stack = [], set(), [(w, None) for w in reversed(wins)]
-        while stack:  # preorder over the showing objects found
+        order, stack = {}, [(w, None) for w in reversed(wins)]
+        while stack:  # preorder
             p, parent = stack.pop()
-            if p not in seen and p in objs:
-                seen.add(p)
-                order.append((p, parent))
+            if p not in order and p in objs:
+                order[p] = parent
                 stack += [(c, p) for c in reversed(children.get(p, ()))]
-        texts = [p for p, _ in order if not objs[p].name or objs[p].states & EDITABLE]
-        text = {p: t[0] for p, t in zip(texts, self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in texts])) if t}
-        raw = []
-        for p, parent in order:
+        texts = [p for p in order if TEXT in objs[p].ifaces and (not objs[p].name or objs[p].states & EDITABLE)]
+        r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in texts])
+        text, raw = {p: t[0] for p, t in zip(texts, r) if t}, []
+        for p, parent in order.items():
             o = objs[p]
-            role = ROLES[o.role] if o.role < len(ROLES) else "unknown"
-            raw.append(RawNode(p, parent, role, o.name, text.get(p, ""), _names(o.states), o.box,
+            raw.append(RawNode(p, parent, ROLES[o.role] if o.role < len(ROLES) else "unknown", o.name, text.get(p, ""),
+                               frozenset(s for i, s in enumerate(STATES) if o.states >> i & 1), o.box,
                                parent is not None and o.parent != parent))
             if p in tables and o.box:
                 raw += self._cells(bus, p, o.box, max_lines)
         return raw
 
     def _describe(self, bus: str, objs: dict, paths: list[str]) -> None:
-        """Add the showing objects among paths to objs: states first, then 3 calls per showing one."""
+        """Add the showing objects among paths to objs: states first, then four calls for each."""
         states = self._batch([(bus, p, ACC, "GetState") for p in paths])
         shown = [(p, _bits(s[0])) for p, s in zip(paths, states) if s and _bits(s[0]) & SHOWN == SHOWN]
-        r = self._batch([c for p, _ in shown for c in ((bus, p, ACC, "GetRole"), (bus, p, PROPS, "GetAll", "s", (ACC,)),
-                                                      (bus, p, COMP, "GetExtents", "u", (0,)))])
-        for (p, bits), role, props, box in zip(shown, r[::3], r[1::3], r[2::3]):
+        r = self._batch([c for p, _ in shown for c in (
+            (bus, p, ACC, "GetRole"), (bus, p, PROPS, "GetAll", "s", (ACC,)),
+            (bus, p, COMP, "GetExtents", "u", (0,)), (bus, p, ACC, "GetInterfaces"))])
+        for (p, bits), role, props, box, ifaces in zip(shown, r[::4], r[1::4], r[2::4], r[3::4]):
             if role and props:
                 v = {k: val for k, (_, val) in props[0].items()}
-                objs[p] = _Obj(v.get("Parent", ("", ""))[1], v.get("ChildCount", 0),
-                               v.get("Name") or v.get("Description", ""), role[0], bits, box[0] if box else None)
+                objs[p] = _Obj(v.get("Parent", ("", ""))[1], v.get("ChildCount", 0), v.get("Name") or v.get("Description", ""),
+                               role[0], bits, box[0] if box else None, ifaces[0] if ifaces else [])
 
     def _cells(self, bus: str, table: str, box: tuple, budget: int) -> list[RawNode]:
         """Non-empty visible cells (and the focused one) of a table too big to enumerate."""
@@ -378,25 +360,22 @@ class A11yReader:
         corners = self._batch([(bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + 1, y + 1, 0)),
                                (bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + w - 2, y + h - 2, 0))])
         index = self._batch([(bus, c[0][1], ACC, "GetIndexInParent") for c in corners if c])
-        rows_cols = self._batch([(bus, table, TABLE, m, "i", i) for i in index if i
-                                 for m in ("GetRowAtIndex", "GetColumnAtIndex")])
-        if len(rows_cols) != 4 or None in rows_cols or self.max_cells <= 0:
+        rc = self._batch([(bus, table, TABLE, m, "i", i) for i in index if i for m in ("GetRowAtIndex", "GetColumnAtIndex")])
+        if len(rc) != 4 or None in rc or self.max_cells <= 0:
             return []
-        (r0,), (c0,), (r1,), (c1,) = rows_cols
+        (r0,), (c0,), (r1,), (c1,) = rc
         ncols = max(1, min(c1 - c0 + 1, self.max_cells))
         nrows = max(1, min(r1 - r0 + 1, self.max_cells // ncols))
         refs = self._batch([(bus, table, TABLE, "GetAccessibleAt", "ii", (r, c))
                             for r in range(r0, r0 + nrows) for c in range(c0, c0 + ncols)])
         paths = [ref[0][1] for ref in refs if ref]
-        # LibreOffice keeps the cursor cell's object and makes every other cell afresh, so the
-        # focused cell is among the oldest (lowest-numbered) paths: check only those few.
+        # Calc keeps the cursor cell's object and makes every other cell afresh, so the focused
+        # cell is among the oldest (lowest-numbered) paths: only those few need their states.
         oldest = sorted(paths, key=lambda p: (len(p), p))[:3]
-        r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in paths]
-                        + [(bus, p, ACC, "GetState") for p in oldest])
+        r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in paths] + [(bus, p, ACC, "GetState") for p in oldest])
         focused = {p for p, s in zip(oldest, r[len(paths):]) if s and _bits(s[0]) & FOCUSED}
         keep = [(p, t[0] if t else "") for p, t in zip(paths, r) if (t and t[0].strip()) or p in focused][:budget]
         r = self._batch([(bus, p, COMP, "GetExtents", "u", (0,)) for p, _ in keep]
                         + [(bus, p, PROPS, "Get", "ss", (ACC, "Name")) for p, _ in keep])
-        return [RawNode(p, table, "table cell", n[0][1] if n else "", t,
-                        frozenset({"focused"}) if p in focused else frozenset(), e[0] if e else None)
-                for (p, t), e, n in zip(keep, r, r[len(keep):])]
+        return [RawNode(p, table, "table cell", n[0][1] if n else "", t, frozenset({"focused"} if p in focused else ()),
+                        e[0] if e else None) for (p, t), e, n in zip(keep, r, r[len(keep):])]

@@ -183,11 +183,15 @@ class Desktop:
         return proc
 
     def _kill_apps(self) -> None:
-        for proc in self._apps:
+        # The whole process tree, not just the process group: a terminal puts its shell in a new
+        # session, and a shell left to die of SIGHUP would write ~/.bash_history after the reset.
+        doomed = [pid for proc in self._apps for pid in _process_tree(proc.pid)]
+        for pid in doomed:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for proc in self._apps:
             proc.wait()
         self._apps.clear()
 
@@ -218,3 +222,22 @@ class Desktop:
                     return w
             time.sleep(0.05)
         return None
+
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and all its descendants, from /proc (children before a parent exits are re-parented)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, ()))
+    return tree

@@ -26,7 +26,7 @@ import grpc
 
 from computerrl.apis.parser import InvalidAction, parse_action
 from computerrl.envs.actions import ActionError, GuiActions
-from computerrl.envs.desktop import Desktop, Observation
+from computerrl.envs.desktop import Desktop, Observation, app_of
 from computerrl.envs.proto import env_pb2, env_pb2_grpc
 
 log = logging.getLogger("computerrl.envs.server")
@@ -72,7 +72,7 @@ def observation_message(obs: Observation) -> env_pb2.Observation:
     return env_pb2.Observation(
         screenshot=obs.screenshot, a11y_tree=obs.a11y_tree, focused_app=obs.focused_app, app_info=obs.app_info,
         last_result=obs.last_result,
-        windows=[env_pb2.Window(id=w.hex_id, title=w.title, app=w.wm_class, focused=w.focused) for w in obs.windows])
+        windows=[env_pb2.Window(id=w.hex_id, title=w.title, app=app_of(w), focused=w.focused) for w in obs.windows])
 
 
 class EnvServicer(env_pb2_grpc.EnvServiceServicer):
@@ -132,6 +132,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             time.sleep(self.settle_s)  # let the app repaint and update its accessibility tree
             try:
                 obs = slot.desktop.observe(screenshot=request.screenshot)
+                if slot.desktop.health():  # died during the step: what we observed is not the episode
+                    raise RuntimeError("desktop died during the step")
             except Exception as e:  # noqa: BLE001
                 self._lost(slot, context, e)
             slot.in_episode = not done

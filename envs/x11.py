@@ -70,7 +70,7 @@ class Screen:
         from PIL import Image
 
         if self._grabber is None:
-            self._grabber = mss.mss(display=self.display_name)
+            self._grabber = mss.MSS(display=self.display_name)
         shot = self._grabber.grab(self._grabber.monitors[0])
         img = Image.frombuffer("RGB", shot.size, shot.bgra, "raw", "BGRX", 0, 1)
         buf = io.BytesIO()
