@@ -1,24 +1,18 @@
 """Accessibility tree of a desktop's focused application, read fast over AT-SPI and linearized.
 
-A naive pyatspi walk costs a blocking D-Bus round trip per property per node (0.2-0.7 s for an
-empty LibreOffice Calc window). Here each level of a breadth-first walk costs three *pipelined*
-batches (children; states; role, name, extents and interfaces of the showing ones): a batch writes
-all its calls at once and matches replies by serial. Calls are marshalled and replies scanned by
-hand because jeepney's generic code costs ~45 us per message. Only SHOWING+VISIBLE subtrees of the
-active window are walked; other documents' frames are skipped, popups and dialogs kept.
+A naive pyatspi walk pays a blocking D-Bus round trip per property per node. Here each level of a
+breadth-first walk over the SHOWING+VISIBLE subtrees of the active window costs three *pipelined*
+batches (children; states; role, name, extents, interfaces of the showing ones): all calls of a
+batch are written at once and replies matched by serial. Messages are (un)marshalled by hand:
+jeepney's generic code costs ~45 us each. Not used: `Cache.GetItems`, as LibreOffice 7.4 computes
+all its ~2,000 objects per document for it (~100 ms), and after a document closed it walks the
+dead ones and can abort (SIGABRT in atk_object_get_index_in_parent, seen).
 
-`org.a11y.atspi.Cache.GetItems` is not used: LibreOffice 7.4 answers it by computing all its
-objects (~2,000 per document, mostly menu items: ~100 ms of its CPU), and after a document is
-closed it walks that document's dead objects and can abort (seen: SIGABRT in
-atk_object_get_index_in_parent under the bridge's cache iteration).
-
-LibreOffice specifics:
-- A table that manages its descendants (a Calc sheet: 17 billion cells) is never enumerated: the
-  cells between those at its visible corners are read and the non-empty ones (plus the focused
-  one) emitted. Calc keeps every cell object it was asked for (~6 KB, ~0.1 ms of its CPU each)
-  until the document closes; `max_cells` bounds that per call.
-- gtk3 places VCL widgets as if the native GTK menu bar were not there (25 px too high): a VCL
-  root pane is moved onto the GTK widget hosting it, its subtree with it.
+LibreOffice specifics: a table that manages its descendants (a Calc sheet has 17 billion cells) is
+never enumerated; the cells between those at its visible corners are read and the non-empty ones
+(plus the focused one) kept. Calc keeps each cell object it is asked for (~6 KB, ~0.1 ms of its
+CPU) until the document closes: `max_cells` bounds that per call. gtk3 places VCL widgets as if
+the native GTK menu bar did not exist (25 px too high): a VCL root pane is moved onto its GTK host.
 """
 from __future__ import annotations
 
@@ -37,32 +31,11 @@ from jeepney.low_level import Endianness, MessageType, parse_signature
 ROOT = "/org/a11y/atspi/accessible/root"
 ACC, COMP, TEXT, TABLE = (f"org.a11y.atspi.{i}" for i in ("Accessible", "Component", "Text", "Table"))
 PROPS = "org.freedesktop.DBus.Properties"
-# AtspiRole and AtspiStateType (at-spi2-core atspi-constants.h), indexed by value.
-ROLES = (
-    "invalid;accelerator label;alert;animation;arrow;calendar;canvas;check box;check menu item;color chooser;"
-    "column header;combo box;date editor;desktop icon;desktop frame;dial;dialog;directory pane;drawing area;"
-    "file chooser;filler;focus traversable;font chooser;frame;glass pane;html container;icon;image;"
-    "internal frame;label;layered pane;list;list item;menu;menu bar;menu item;option pane;page tab;"
-    "page tab list;panel;password text;popup menu;progress bar;push button;radio button;radio menu item;"
-    "root pane;row header;scroll bar;scroll pane;separator;slider;spin button;split pane;status bar;table;"
-    "table cell;table column header;table row header;tearoff menu item;terminal;text;toggle button;tool bar;"
-    "tool tip;tree;tree table;unknown;viewport;window;extended;header;footer;paragraph;ruler;application;"
-    "autocomplete;editbar;embedded;entry;chart;caption;document frame;heading;page;section;"
-    "redundant object;form;link;input method window;table row;tree item;document spreadsheet;"
-    "document presentation;document text;document web;document email;comment;list box;grouping;image map;"
-    "notification;info bar;level bar;title bar;block quote;audio;video;definition;article;landmark;log;"
-    "marquee;math;rating;timer;static;math fraction;math root;subscript;superscript;description list;"
-    "description term;description value;footnote;content deletion;content insertion;mark;suggestion;"
-    "push button menu").split(";")
-STATES = (
-    "invalid;active;armed;busy;checked;collapsed;defunct;editable;enabled;expandable;expanded;focusable;"
-    "focused;has-tooltip;horizontal;iconified;modal;multi-line;multiselectable;opaque;pressed;resizable;"
-    "selectable;selected;sensitive;showing;single-line;stale;transient;vertical;visible;manages-descendants;"
-    "indeterminate;required;truncated;animated;invalid-entry;supports-autocompletion;selectable-text;"
-    "is-default;visited;checkable;has-popup;read-only").split(";")
+# AtspiStateType bits (at-spi2-core atspi-constants.h); those worth reporting in Node.states:
+STATES = {1: "active", 4: "checked", 7: "editable", 8: "enabled", 10: "expanded", 12: "focused", 20: "pressed",
+          23: "selected"}
 ACTIVE, EDITABLE, FOCUSED, MANAGES = 1 << 1, 1 << 7, 1 << 12, 1 << 31
 SHOWN = 1 << 25 | 1 << 30  # SHOWING and VISIBLE
-FRAME = ROLES.index("frame")
 # Layout-only roles, dropped when they carry no name and no text (their children are kept).
 BORING = {"filler", "panel", "section", "unknown", "viewport", "scroll pane", "split pane", "label",
           "separator", "redundant object", "layered pane", "glass pane", "grouping"}
@@ -112,7 +85,7 @@ class _Obj(NamedTuple):
     parent: str  # the path it reports as its parent
     count: int
     name: str  # name, else description
-    role: int
+    role: str
     states: int
     box: tuple | None
     ifaces: list
@@ -156,8 +129,8 @@ def linearize(nodes: list[Node], max_lines: int = 300) -> str:
     """Tab-separated table, one node per line; position is the box centre."""
     keep = nodes if len(nodes) <= max_lines else nodes[:max(max_lines - 1, 0)]
     lines = ["tag\tname\ttext\tposition\tsize"] + [
-        f"{n.role.replace(' ', '-')}\t{_field(n.name)}\t{_field(n.text)}\t({n.x + n.w // 2}, {n.y + n.h // 2})\t({n.w}, {n.h})"
-        for n in keep]
+        f"{n.role.replace(' ', '-')}\t{_field(n.name)}\t{_field(n.text)}\t"
+        f"({n.x + n.w // 2}, {n.y + n.h // 2})\t({n.w}, {n.h})" for n in keep]
     if len(keep) < len(nodes):
         lines.append(f"... {len(nodes) - len(keep)} more nodes")
     return "\n".join(lines)
@@ -267,11 +240,12 @@ class A11yReader:
         sock, first = self._socket(), self._serial
         self._serial += len(calls)
         sock.sendall(b"".join(_call(first + i, *c) for i, c in enumerate(calls)))
-        out, missing, deadline = [...] * len(calls), len(calls), time.monotonic() + self.timeout_s  # ...: no reply yet
+        out, missing, deadline = [...] * len(calls), len(calls), time.monotonic() + self.timeout_s  # ...: unanswered
         while missing:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([sock], [], [], left)[0]:
-                raise A11yError(f"{missing} of {len(calls)} AT-SPI calls ({calls[0][3]}...) unanswered in {self.timeout_s} s")
+                raise A11yError(f"{missing} of {len(calls)} AT-SPI calls ({calls[0][3]}...) unanswered in "
+                                f"{self.timeout_s} s")
             if missing > 50:
                 time.sleep(0.001)  # let replies pile up: fewer wake-ups leave the CPU to the application
             chunk = sock.recv(1 << 16)
@@ -287,9 +261,9 @@ class A11yReader:
         found = self._batch([("org.a11y.atspi.Registry", ROOT, ACC, "GetChildren")])[0]
         if found is None:
             raise A11yError("the AT-SPI registry did not list applications")
-        buses, dbus = [b for b, _ in found[0]], ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
+        buses, dbus = [b for b, _ in found[0]], ("org.freedesktop.DBus", "/org/freedesktop/DBus")
         r = self._batch([c for b in buses for c in ((b, ROOT, PROPS, "Get", "ss", (ACC, "Name")),
-                                                    (*dbus, "GetConnectionUnixProcessID", "s", (b,)))])
+                                                    (*dbus, dbus[0], "GetConnectionUnixProcessID", "s", (b,)))])
         return [AppInfo(n[0][1] if n else "", b, p[0] if p else -1) for b, n, p in zip(buses, r[::2], r[1::2])]
 
     def _tree(self, pid, max_lines) -> list[Node]:
@@ -306,7 +280,7 @@ class A11yReader:
         top = self._batch([(bus, ROOT, ACC, "GetChildren")])[0]
         self._describe(bus, objs, [p for _, p in top[0]] if top else [])
         active = [p for p in objs if objs[p].states & ACTIVE]  # other documents' frames are skipped
-        wins = level = active + [p for p in objs if p not in active and not (active and objs[p].role == FRAME)]
+        wins = level = active + [p for p in objs if p not in active and not (active and objs[p].role == "frame")]
         for _ in range(MAX_DEPTH):  # breadth first: three pipelined batches per level
             listing = []
             for p in level:
@@ -334,8 +308,8 @@ class A11yReader:
         text, raw = {p: t[0] for p, t in zip(texts, r) if t}, []
         for p, parent in order.items():
             o = objs[p]
-            raw.append(RawNode(p, parent, ROLES[o.role] if o.role < len(ROLES) else "unknown", o.name, text.get(p, ""),
-                               frozenset(s for i, s in enumerate(STATES) if o.states >> i & 1), o.box,
+            raw.append(RawNode(p, parent, o.role, o.name, text.get(p, ""),
+                               frozenset(s for i, s in STATES.items() if o.states >> i & 1), o.box,
                                parent is not None and o.parent != parent))
             if p in tables and o.box:
                 raw += self._cells(bus, p, o.box, max_lines)
@@ -346,13 +320,14 @@ class A11yReader:
         states = self._batch([(bus, p, ACC, "GetState") for p in paths])
         shown = [(p, _bits(s[0])) for p, s in zip(paths, states) if s and _bits(s[0]) & SHOWN == SHOWN]
         r = self._batch([c for p, _ in shown for c in (
-            (bus, p, ACC, "GetRole"), (bus, p, PROPS, "GetAll", "s", (ACC,)),
+            (bus, p, ACC, "GetRoleName"), (bus, p, PROPS, "GetAll", "s", (ACC,)),
             (bus, p, COMP, "GetExtents", "u", (0,)), (bus, p, ACC, "GetInterfaces"))])
         for (p, bits), role, props, box, ifaces in zip(shown, r[::4], r[1::4], r[2::4], r[3::4]):
             if role and props:
                 v = {k: val for k, (_, val) in props[0].items()}
-                objs[p] = _Obj(v.get("Parent", ("", ""))[1], v.get("ChildCount", 0), v.get("Name") or v.get("Description", ""),
-                               role[0], bits, box[0] if box else None, ifaces[0] if ifaces else [])
+                objs[p] = _Obj(v.get("Parent", ("", ""))[1], v.get("ChildCount", 0),
+                               v.get("Name") or v.get("Description", ""), role[0], bits,
+                               box[0] if box else None, ifaces[0] if ifaces else [])
 
     def _cells(self, bus: str, table: str, box: tuple, budget: int) -> list[RawNode]:
         """Non-empty visible cells (and the focused one) of a table too big to enumerate."""
@@ -360,7 +335,8 @@ class A11yReader:
         corners = self._batch([(bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + 1, y + 1, 0)),
                                (bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + w - 2, y + h - 2, 0))])
         index = self._batch([(bus, c[0][1], ACC, "GetIndexInParent") for c in corners if c])
-        rc = self._batch([(bus, table, TABLE, m, "i", i) for i in index if i for m in ("GetRowAtIndex", "GetColumnAtIndex")])
+        rc = self._batch([(bus, table, TABLE, m, "i", i) for i in index if i
+                          for m in ("GetRowAtIndex", "GetColumnAtIndex")])
         if len(rc) != 4 or None in rc or self.max_cells <= 0:
             return []
         (r0,), (c0,), (r1,), (c1,) = rc
@@ -372,10 +348,12 @@ class A11yReader:
         # Calc keeps the cursor cell's object and makes every other cell afresh, so the focused
         # cell is among the oldest (lowest-numbered) paths: only those few need their states.
         oldest = sorted(paths, key=lambda p: (len(p), p))[:3]
-        r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in paths] + [(bus, p, ACC, "GetState") for p in oldest])
+        r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in paths]
+                        + [(bus, p, ACC, "GetState") for p in oldest])
         focused = {p for p, s in zip(oldest, r[len(paths):]) if s and _bits(s[0]) & FOCUSED}
         keep = [(p, t[0] if t else "") for p, t in zip(paths, r) if (t and t[0].strip()) or p in focused][:budget]
         r = self._batch([(bus, p, COMP, "GetExtents", "u", (0,)) for p, _ in keep]
                         + [(bus, p, PROPS, "Get", "ss", (ACC, "Name")) for p, _ in keep])
-        return [RawNode(p, table, "table cell", n[0][1] if n else "", t, frozenset({"focused"} if p in focused else ()),
-                        e[0] if e else None) for (p, t), e, n in zip(keep, r, r[len(keep):])]
+        return [RawNode(p, table, "table cell", n[0][1] if n else "", t,
+                        frozenset({"focused"} if p in focused else ()), e[0] if e else None)
+                for (p, t), e, n in zip(keep, r, r[len(keep):])]

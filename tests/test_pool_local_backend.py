@@ -32,9 +32,9 @@ def pool(tmp_path):
 
 def test_scripted_episode_runs_through_the_pool(pool):
     with pool.lease(timeout_s=5) as env:
-        ep = run_episode(env, calc_episode("pooled 7"))
+        ep = run_episode(env, calc_episode("Pooled 7"))
     assert ep["terminated"] and not ep["aborted"] and ep["valid"] == ep["steps"] == 7
-    assert any("pooled 7" in tree for tree in ep["trees"].values())
+    assert any("Pooled 7" in tree for tree in ep["trees"].values())
 
 
 def test_a_dead_server_aborts_the_episode_and_is_replaced(pool):
