@@ -81,17 +81,22 @@ class EnvPool:
 
     def _recover(self, env_id: str) -> None:
         """After a lost episode: keep a healthy server, replace a dead or sick one."""
-        problem = wait_healthy(self.clients[env_id], timeout_s=min(self.start_timeout_s, 30.0))
+        handle = self.handles[env_id]
+        if self.backend is not None and not self.backend.alive(handle):
+            problem = "server exited"
+        else:  # a live server may be rebuilding the desktop: give it time
+            problem = wait_healthy(self.clients[env_id], timeout_s=min(self.start_timeout_s, 30.0))
         if not problem:
             return
         with self._lock:
-            old = self.handles[env_id]
-            log.warning("env %s at %s is unhealthy (%s): replacing it", env_id, old.address, problem)
+            if self.handles[env_id] is not handle:  # another lease of this server replaced it already
+                return
+            log.warning("env %s at %s is unhealthy (%s): replacing it", env_id, handle.address, problem)
             if self.backend is None:
                 raise EnvError(f"env {env_id} is unhealthy ({problem}) and the pool has no backend to replace it")
-            self.backend.stop(old)
+            self.backend.stop(handle)
             self.clients.pop(env_id).close()
-            new = self.backend.start(env_id, desktops=old.desktops)
+            new = self.backend.start(env_id, desktops=handle.desktops)
             client = EnvClient(new.address, new.token, timeout_s=self.call_timeout_s)
             problem = wait_healthy(client, self.start_timeout_s, alive=lambda: self.backend.alive(new))
             if problem:
