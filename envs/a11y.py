@@ -10,9 +10,10 @@ dead ones and can abort (SIGABRT in atk_object_get_index_in_parent, seen).
 
 LibreOffice specifics: a table that manages its descendants (a Calc sheet has 17 billion cells) is
 never enumerated; the cells between those at its visible corners are read and the non-empty ones
-(plus the focused one) kept. Calc keeps each cell object it is asked for (~6 KB, ~0.1 ms of its
-CPU) until the document closes: `max_cells` bounds that per call. gtk3 places VCL widgets as if
-the native GTK menu bar did not exist (25 px too high): a VCL root pane is moved onto its GTK host.
+(plus the focused one) kept. Calc makes a cell object per request (~0.1 ms of its CPU) and keeps
+it (~6 KB) until the document closes: cell objects are reused while the bridge serves them (~15 s)
+and `max_cells` bounds them per call. gtk3 places VCL widgets as if the native GTK menu bar did
+not exist (25 px too high): a VCL root pane is moved onto its GTK host.
 """
 from __future__ import annotations
 
@@ -199,6 +200,9 @@ class A11yReader:
     def __init__(self, session_bus_address: str, *, timeout_s: float = 2.0, max_cells: int = MAX_CELLS):
         self.session_bus_address, self.timeout_s, self.max_cells = session_bus_address, timeout_s, max_cells
         self._sock, self._buf, self._serial = None, bytearray(), 1
+        # Calc makes a cell object per request and keeps it until the document closes (~6 KB,
+        # ~0.1 ms): reuse them while they live. (bus, table path, (row, col)) -> cell path.
+        self._cell_paths: dict[tuple, str] = {}
 
     def close(self) -> None:
         if self._sock is not None:
@@ -305,7 +309,7 @@ class A11yReader:
                 stack += [(c, p) for c in reversed(children.get(p, ()))]
         texts = [p for p in order if TEXT in objs[p].ifaces and (not objs[p].name or objs[p].states & EDITABLE)]
         r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in texts])
-        text, raw = {p: t[0] for p, t in zip(texts, r) if t}, []
+        text, raw = {p: t[0] for p, t in zip(texts, r) if t and t[0] != objs[p].name}, []
         for p, parent in order.items():
             o = objs[p]
             raw.append(RawNode(p, parent, o.role, o.name, text.get(p, ""),
@@ -332,25 +336,31 @@ class A11yReader:
     def _cells(self, bus: str, table: str, box: tuple, budget: int) -> list[RawNode]:
         """Non-empty visible cells (and the focused one) of a table too big to enumerate."""
         x, y, w, h = box
+        if self.max_cells <= 0:
+            return []
         corners = self._batch([(bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + 1, y + 1, 0)),
                                (bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + w - 2, y + h - 2, 0))])
         index = self._batch([(bus, c[0][1], ACC, "GetIndexInParent") for c in corners if c])
         rc = self._batch([(bus, table, TABLE, m, "i", i) for i in index if i
                           for m in ("GetRowAtIndex", "GetColumnAtIndex")])
-        if len(rc) != 4 or None in rc or self.max_cells <= 0:
+        if len(rc) != 4 or None in rc:
             return []
         (r0,), (c0,), (r1,), (c1,) = rc
         ncols = max(1, min(c1 - c0 + 1, self.max_cells))
         nrows = max(1, min(r1 - r0 + 1, self.max_cells // ncols))
-        refs = self._batch([(bus, table, TABLE, "GetAccessibleAt", "ii", (r, c))
-                            for r in range(r0, r0 + nrows) for c in range(c0, c0 + ncols)])
-        paths = [ref[0][1] for ref in refs if ref]
-        # Calc keeps the cursor cell's object and makes every other cell afresh, so the focused
-        # cell is among the oldest (lowest-numbered) paths: only those few need their states.
-        oldest = sorted(paths, key=lambda p: (len(p), p))[:3]
-        r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in paths]
-                        + [(bus, p, ACC, "GetState") for p in oldest])
-        focused = {p for p, s in zip(oldest, r[len(paths):]) if s and _bits(s[0]) & FOCUSED}
+        grid, cache = [(r, c) for r in range(r0, r0 + nrows) for c in range(c0, c0 + ncols)], self._cell_paths
+        for retry in (False, True):  # cached cell objects die when the bridge's lease on them ends (~15 s)
+            if retry or len(cache) > 50_000:
+                cache.clear()
+            todo = [rc for rc in grid if (bus, table, rc) not in cache]
+            refs = self._batch([(bus, table, TABLE, "GetAccessibleAt", "ii", rc) for rc in todo])
+            cache.update({(bus, table, rc): ref[0][1] for rc, ref in zip(todo, refs) if ref})
+            paths = [cache[bus, table, rc] for rc in grid if (bus, table, rc) in cache]
+            r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in paths]
+                            + [(bus, p, ACC, "GetState") for p in paths])
+            if None not in r[len(paths):] or retry:  # GetState fails only on dead objects
+                break
+        focused = {p for p, s in zip(paths, r[len(paths):]) if s and _bits(s[0]) & FOCUSED}
         keep = [(p, t[0] if t else "") for p, t in zip(paths, r) if (t and t[0].strip()) or p in focused][:budget]
         r = self._batch([(bus, p, COMP, "GetExtents", "u", (0,)) for p, _ in keep]
                         + [(bus, p, PROPS, "Get", "ss", (ACC, "Name")) for p, _ in keep])

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from computerrl.envs.office import FACTORIES, Office, office_env
@@ -65,6 +66,7 @@ class Desktop:
         self.office: Office | None = None
         self.screen: Screen | None = None
         self._a11y = None
+        self._shooter = ThreadPoolExecutor(1, thread_name_prefix="screenshot")
         self.last_result = ""
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -143,10 +145,11 @@ class Desktop:
             self.office.stop()
         if self.screen is not None:
             try:
-                self.screen.close()
+                self._shooter.submit(self.screen.close).result()  # on the thread that owns the grabber
             except Exception:  # the X server may already be gone
                 pass
             self.screen = None
+            self._shooter.shutdown(wait=False)
         for proc in reversed(list(self._procs.values())):
             if proc.poll() is None:
                 proc.terminate()
@@ -197,11 +200,14 @@ class Desktop:
 
     # ---- observation ---------------------------------------------------------------------
     def observe(self, *, screenshot: bool = True) -> Observation:
+        # The screenshot (X read + PNG encode, GIL released) overlaps the accessibility reads
+        # (D-Bus waits); one dedicated thread, because the grabber must stay on the thread that made it.
+        shot = self._shooter.submit(self.screen.screenshot_png) if screenshot else None
         windows = self.screen.windows()
         focused = next((w for w in windows if w.focused), None)
         tree = self._a11y_tree(focused.pid) if focused is not None and focused.pid else ""
-        return Observation(screenshot=self.screen.screenshot_png() if screenshot else b"", a11y_tree=tree,
-                           windows=windows, focused_app=app_of(focused), app_info="", last_result=self.last_result)
+        return Observation(screenshot=shot.result() if shot else b"", a11y_tree=tree, windows=windows,
+                           focused_app=app_of(focused), app_info="", last_result=self.last_result)
 
     def _a11y_tree(self, pid: int) -> str:
         from computerrl.envs.a11y import A11yReader, A11yError, linearize
