@@ -128,7 +128,7 @@ class Desktop:
 
     def health(self) -> str:
         """'' when healthy, else what died (e.g. 'soffice exited with code -9')."""
-        for name, proc in self._procs.items():
+        for name, proc in list(self._procs.items()):
             if proc.poll() is not None:
                 return f"{name} exited with code {proc.returncode}"
         if self.office is not None and self.office.proc is not None and not self.office.running:

@@ -8,8 +8,10 @@ first-start wizard, tip-of-the-day or document-recovery dialog ever shows.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -48,6 +50,7 @@ def seed_profile(profile: Path) -> None:
 
 
 RESTART_EXIT_CODE = 81
+MAIN_THREAD_TIMEOUT_S = 30.0  # a document load or close slower than this means a hung office
 
 
 class _RestartRequested(Exception):
@@ -99,6 +102,7 @@ class Office:
                     raise TimeoutError(f"soffice did not accept UNO connections within {timeout_s:.0f} s")
                 time.sleep(0.1)
         self._desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
+        self._async = ctx.ServiceManager.createInstanceWithContext("com.sun.star.awt.AsyncCallback", ctx)
 
     @property
     def running(self) -> bool:
@@ -110,16 +114,38 @@ class Office:
             self.start()
         return self._desktop
 
+    def on_main_thread(self, fn, timeout_s: float = MAIN_THREAD_TIMEOUT_S):
+        """Run `fn` (which makes UNO calls) on LibreOffice's main thread and return its result.
+
+        A UNO call that touches the GUI runs on one of LibreOffice's bridge threads; with gtk3 that
+        thread may query the clipboard while the main thread iterates the GLib loop, and both wait
+        forever (seen under load when loading a document). com.sun.star.awt.AsyncCallback calls us
+        back from the main thread, and the URP bridge runs our nested calls on that same thread.
+        A callback that does not finish in time means a hung office: it is killed, so the desktop
+        reports itself dead and gets replaced instead of hanging its caller.
+        """
+        call = _main_thread_call_class()(fn)
+        self._async.addCallback(call, None)
+        if not call.done.wait(timeout_s):
+            self.stop()
+            raise TimeoutError(f"LibreOffice did not run a call within {timeout_s:.0f} s; killed it")
+        if call.error is not None:
+            raise call.error
+        return call.result
+
     def open_app(self, app: str) -> None:
-        self.desktop.loadComponentFromURL(FACTORIES[app], "_blank", 0, ())
+        self.desktop  # (re)start a dead office before queueing work for it
+        self.on_main_thread(lambda: self._desktop.loadComponentFromURL(FACTORIES[app], "_blank", 0, ()))
 
     def open_file(self, path: Path) -> None:
-        self.desktop.loadComponentFromURL(path.as_uri(), "_blank", 0, ())
+        self.desktop
+        self.on_main_thread(lambda: self._desktop.loadComponentFromURL(path.as_uri(), "_blank", 0, ()))
 
     def close_documents(self) -> int:
         """Close every open document without saving; returns how many were closed."""
-        if not self.running:
-            return 0
+        return self.on_main_thread(self._close_documents) if self.running else 0
+
+    def _close_documents(self) -> int:
         docs = list(_iterate(self._desktop.getComponents()))
         for doc in docs:
             try:
@@ -135,6 +161,27 @@ class Office:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self._desktop = None
+
+
+@functools.cache
+def _main_thread_call_class():
+    """Built lazily: `uno` is importable only where LibreOffice's Python bridge is installed."""
+    import unohelper
+    from com.sun.star.awt import XCallback
+
+    class MainThreadCall(unohelper.Base, XCallback):
+        def __init__(self, fn):
+            self.fn, self.done, self.result, self.error = fn, threading.Event(), None, None
+
+        def notify(self, _data):  # called by LibreOffice, on its main thread
+            try:
+                self.result = self.fn()
+            except Exception as e:  # noqa: BLE001 - handed to the waiting caller
+                self.error = e
+            finally:
+                self.done.set()
+
+    return MainThreadCall
 
 
 def _iterate(enumeration_access):

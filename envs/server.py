@@ -11,10 +11,12 @@ D-Bus, soffice…) is rebuilt by a watchdog; the episode it was serving is repor
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -228,7 +230,7 @@ class EnvServer:
                     log.exception("desktop %d failed to start", slot.index)
         while not self.stopped.wait(self.watchdog_s):
             for slot in self.slots:
-                if slot.desktop is not None and slot.lock.acquire(blocking=False):
+                if slot.desktop is not None and not self.stopped.is_set() and slot.lock.acquire(blocking=False):
                     try:
                         slot.replace_if_dead()
                     except Exception:  # noqa: BLE001 - try again next round
@@ -266,8 +268,7 @@ def main(argv: list[str] | None = None) -> None:
                        token=os.environ.get(TOKEN_ENV, ""), settle_s=args.settle_s,
                        width=args.width, height=args.height).start()
     print(f"LISTENING {server.port}", flush=True)
-    import signal
-
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack to the log
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: server.stop())
     server.wait()

@@ -69,10 +69,11 @@ def _alive(pid: int) -> bool:
 
 
 def _kill_group(pid: int, grace_s: float = 5.0) -> None:
-    """SIGTERM the server's whole process session, then SIGKILL what is left after grace_s."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
+    """Stop a server and its whole process session, politely first."""
+    # SIGTERM to the server alone lets it stop its desktops in order; SIGKILL then goes to all.
+    for kill, sig, wait_s in ((os.kill, signal.SIGTERM, grace_s), (os.killpg, signal.SIGKILL, 2.0)):
         try:
-            os.killpg(pid, sig)
+            kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             break
         deadline = time.monotonic() + wait_s
