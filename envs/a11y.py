@@ -46,6 +46,15 @@ MAX_DEPTH = 64       # tree levels walked
 FIELD_CHARS = 100    # characters kept per linearized field
 
 
+@dataclass(frozen=True)
+class CellHint:
+    """What the spreadsheet itself says of its active sheet (0-based): where content ends, where the cursor is."""
+
+    last_row: int
+    last_col: int
+    cursor: tuple[int, int]
+
+
 class A11yError(RuntimeError):
     """The accessibility bus failed or did not answer in time."""
 
@@ -212,10 +221,11 @@ class A11yReader:
     def applications(self) -> list[AppInfo]:
         return self._guard(self._applications)
 
-    def tree(self, pid: int | None = None, *, max_lines: int = 300) -> list[Node]:
+    def tree(self, pid: int | None = None, *, max_lines: int = 300, used: CellHint | None = None) -> list[Node]:
         """Showing nodes of the application with that pid (None: the first with a showing window).
-        max_lines bounds the table cells kept; the list may be longer (linearize trims it)."""
-        return self._guard(self._tree, pid, max_lines)
+        max_lines bounds the table cells kept; the list may be longer (linearize trims it).
+        `used` (from the application itself, e.g. over UNO) limits the cells read to the used area."""
+        return self._guard(self._tree, pid, max_lines, used)
 
     def _guard(self, fn, *args):
         try:
@@ -270,16 +280,16 @@ class A11yReader:
                                                     (*dbus, dbus[0], "GetConnectionUnixProcessID", "s", (b,)))])
         return [AppInfo(n[0][1] if n else "", b, p[0] if p else -1) for b, n, p in zip(buses, r[::2], r[1::2])]
 
-    def _tree(self, pid, max_lines) -> list[Node]:
+    def _tree(self, pid, max_lines, used) -> list[Node]:
         apps = [a for a in self._applications() if pid is None or a.pid == pid]
         if pid is not None and not apps:
             raise A11yError(f"no accessible application has pid {pid}")
         for app in apps:
-            if raw := self._read(app.bus_name, max_lines):
+            if raw := self._read(app.bus_name, max_lines, used):
                 return prune(raw)
         return []
 
-    def _read(self, bus: str, max_lines: int) -> list[RawNode]:
+    def _read(self, bus: str, max_lines: int, used: CellHint | None) -> list[RawNode]:
         objs, children, tables = {}, {}, set()
         top = self._batch([(bus, ROOT, ACC, "GetChildren")])[0]
         self._describe(bus, objs, [p for _, p in top[0]] if top else [])
@@ -316,7 +326,7 @@ class A11yReader:
                                frozenset(s for i, s in STATES.items() if o.states >> i & 1), o.box,
                                parent is not None and o.parent != parent))
             if p in tables and o.box:
-                raw += self._cells(bus, p, o.box, max_lines)
+                raw += self._cells(bus, p, o.box, max_lines, used)
         return raw
 
     def _describe(self, bus: str, objs: dict, paths: list[str]) -> None:
@@ -333,7 +343,7 @@ class A11yReader:
                                v.get("Name") or v.get("Description", ""), role[0], bits,
                                box[0] if box else None, ifaces[0] if ifaces else [])
 
-    def _cells(self, bus: str, table: str, box: tuple, budget: int) -> list[RawNode]:
+    def _cells(self, bus: str, table: str, box: tuple, budget: int, used: CellHint | None) -> list[RawNode]:
         """Non-empty visible cells (and the focused one) of a table too big to enumerate."""
         x, y, w, h = box
         if self.max_cells <= 0:
@@ -346,9 +356,14 @@ class A11yReader:
         if len(rc) != 4 or None in rc:
             return []
         (r0,), (c0,), (r1,), (c1,) = rc
-        ncols = max(1, min(c1 - c0 + 1, self.max_cells))
-        nrows = max(1, min(r1 - r0 + 1, self.max_cells // ncols))
+        visible = (r0 <= used.cursor[0] <= r1 and c0 <= used.cursor[1] <= c1) if used is not None else False
+        if used is not None:  # cells past the used area are empty: no need to ask for them
+            r1, c1 = min(r1, used.last_row), min(c1, used.last_col)
+        ncols = max(0, min(c1 - c0 + 1, self.max_cells))
+        nrows = max(0, min(r1 - r0 + 1, self.max_cells // max(ncols, 1)))
         grid, cache = [(r, c) for r in range(r0, r0 + nrows) for c in range(c0, c0 + ncols)], self._cell_paths
+        if visible and used.cursor not in grid:  # the focused cell, even when empty
+            grid.append(used.cursor)
         for retry in (False, True):  # cached cell objects die when the bridge's lease on them ends (~15 s)
             if retry or len(cache) > 50_000:
                 cache.clear()

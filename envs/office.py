@@ -156,6 +156,19 @@ class Office:
                 doc.dispose()
         return len(docs)
 
+    def sheet_extent(self) -> tuple[int, int, tuple[int, int]] | None:
+        """(last used row, last used column, cursor (row, col)), 0-based, of the active Calc sheet;
+        None when the current document is no spreadsheet. Read-only calls: safe off the main thread."""
+        doc = self._desktop.getCurrentComponent() if self.running else None
+        if doc is None or not doc.supportsService("com.sun.star.sheet.SpreadsheetDocument"):
+            return None
+        cursor = doc.CurrentController.ActiveSheet.createCursor()
+        cursor.gotoEndOfUsedArea(False)
+        end, sel = cursor.RangeAddress, doc.CurrentSelection
+        at = sel.CellAddress if hasattr(sel, "CellAddress") else getattr(sel, "RangeAddress", None)
+        row, col = (at.Row, at.Column) if hasattr(at, "Row") else (at.StartRow, at.StartColumn) if at else (0, 0)
+        return end.EndRow, end.EndColumn, (row, col)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()

@@ -131,7 +131,9 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 done = action.api == "Agent" and action.name == "exit"
                 exit_success = done and bool(action.args.get("success"))
             slot.desktop.last_result = result
-            time.sleep(self.settle_s)  # let the app repaint and update its accessibility tree
+            # The a11y reads queue behind the input the app has yet to handle (one main loop), so
+            # the tree is current without waiting; this short pause is for the repaint.
+            time.sleep(self.settle_s)
             try:
                 obs = slot.desktop.observe(screenshot=request.screenshot)
                 if slot.desktop.health():  # died during the step: what we observed is not the episode
@@ -197,7 +199,7 @@ class EnvServer:
     """Owns the gRPC server, the desktops and the watchdog that replaces dead ones."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, desktops: int = 1, workdir: Path | None = None,
-                 token: str = "", settle_s: float = 0.1, watchdog_s: float = 1.0, **desktop_options):
+                 token: str = "", settle_s: float = 0.03, watchdog_s: float = 1.0, **desktop_options):
         if host not in LOOPBACK and not token:
             raise ValueError(f"refusing to listen on {host} without a token: set {TOKEN_ENV}")
         self._own_workdir = workdir is None
@@ -261,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workdir", type=Path, default=None, help="state folder (default: a temp dir, removed at exit)")
     p.add_argument("--width", type=int, default=1920)
     p.add_argument("--height", type=int, default=1080)
-    p.add_argument("--settle-s", type=float, default=0.1, help="pause between an action and its observation")
+    p.add_argument("--settle-s", type=float, default=0.03, help="pause between an action and its observation")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = EnvServer(host=args.host, port=args.port, desktops=args.desktops, workdir=args.workdir,
