@@ -70,6 +70,7 @@ class Supervisor:
                 if restart and (dead or time.monotonic() - since > self.unhealthy_grace_s):
                     log.warning("%s: %s; restarting", env_id, problem)
                     self.restart(env_id)
+                    changed = True  # a new address at least: the manifest must follow
             changed |= self.status[env_id] != before
         return changed
 

@@ -159,3 +159,19 @@ def test_killed_process_aborts_the_episode_and_a_healthy_desktop_replaces_it(env
     env.reset()
     obs, _ = act(env, "Agent.open_app('calc')")
     assert obs["focused_app"] == "calc"
+
+
+def test_gymnasium_contract(server):
+    """What an env checker asks: tuple shapes, types, truncation at the step cap, close twice."""
+    from computerrl.envs.client import DesktopEnv
+
+    env = DesktopEnv(server[1], 0, max_steps=2)
+    obs, info = env.reset(seed=3, options={})
+    assert isinstance(obs, dict) and isinstance(info, dict)
+    assert set(obs) == {"screenshot", "a11y_tree", "windows", "focused_app", "app_info", "last_result"}
+    first = env.step(response("Agent.wait()"))
+    assert len(first) == 5 and isinstance(first[1], float) and first[2:4] == (False, False)
+    _, _, terminated, truncated, _ = env.step(response("Agent.wait()"))
+    assert (terminated, truncated) == (False, True)  # the step cap truncates, it does not terminate
+    env.close()
+    env.close()
