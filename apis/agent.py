@@ -13,6 +13,8 @@ from computerrl.apis.registry import Len, Range, Round, register_api
 Pixel = Annotated[int, Round(), Range(0, None)]
 Point = Annotated[list[Pixel], Len(2, 2)]  # [x, y] screen coordinates
 Key = Annotated[str, Len(1, None)]
+# Typing runs at a few ms per key; longer text belongs in an application API (or several steps).
+MAX_TYPED_CHARS = 2000
 
 
 @register_api
@@ -27,7 +29,10 @@ class Agent:
 
     @staticmethod
     def type(
-        coordinates: Point | None = None, text: str = "", overwrite: bool = False, enter: bool = False
+        coordinates: Point | None = None,
+        text: Annotated[str, Len(0, MAX_TYPED_CHARS)] = "",
+        overwrite: bool = False,
+        enter: bool = False,
     ) -> None:
         """Type text, clicking [x, y] first if given; overwrite clears the field, enter presses Enter after."""
 

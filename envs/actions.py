@@ -11,12 +11,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from computerrl.envs.desktop import Desktop, app_of
 from computerrl.envs.office import FACTORIES
-
-if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
 
 # pyautogui-style key names (what the model writes) -> X keysyms (what xdotool sends).
 KEYSYMS = {
@@ -61,14 +59,17 @@ def available_apps() -> list[str]:
 class GuiActions:
     """The `Agent.*` primitives of one desktop."""
 
-    def __init__(self, desktop: "Desktop"):
+    def __init__(self, desktop: Desktop):
         self.d = desktop
 
     def run(self, name: str, args: dict[str, Any]) -> str:
         return getattr(self, name)(**args)
 
-    def _xdotool(self, *argv: str) -> None:
-        r = subprocess.run(["xdotool", *argv], env=self.d.env, capture_output=True, timeout=30)
+    def _xdotool(self, *argv: str, timeout_s: float = 30.0) -> None:
+        try:
+            r = subprocess.run(["xdotool", *argv], env=self.d.env, capture_output=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ActionError(f"xdotool did not finish within {timeout_s:.0f} s") from None
         if r.returncode != 0:
             raise ActionError(f"xdotool failed: {r.stderr.decode(errors='replace').strip()[:200]}")
 
@@ -89,7 +90,8 @@ class GuiActions:
         if overwrite:
             self._xdotool("key", "--clearmodifiers", "ctrl+a", "BackSpace")
         if text:
-            self._xdotool("type", "--clearmodifiers", "--delay", str(TYPE_DELAY_MS), "--", text)
+            self._xdotool("type", "--clearmodifiers", "--delay", str(TYPE_DELAY_MS), "--", text,
+                          timeout_s=30.0 + len(text) * TYPE_DELAY_MS / 100)  # 10x the nominal typing time
         if enter:
             self._xdotool("key", "Return")
         return f"Typed {len(text)} characters" + (" and pressed Enter" if enter else "")
@@ -116,8 +118,9 @@ class GuiActions:
         if app in FACTORIES:
             self.d.office.open_app(app)
         elif app in EXTERNAL_APPS and shutil.which(EXTERNAL_APPS[app][0]):
+            before = {w.id for w in self.d.screen.windows()}
             self.d.launch(EXTERNAL_APPS[app])
-            if self.d.wait_for_window(lambda w: app in w.wm_class.lower() or w.wm_class.lower() == "xterm") is None:
+            if self.d.wait_for_window(lambda w: w.id not in before and app_of(w) == app) is None:
                 raise ActionError(f"{app} started but showed no window within 10 s")
         else:
             raise ActionError(f"unknown app {app_name!r}; available: {', '.join(available_apps())}")

@@ -46,16 +46,20 @@ class EnvClient:
         except grpc.RpcError as e:
             kind = EnvLost if e.code() in LOST_CODES else EnvError
             raise kind(f"{method} on {self.address}: {e.code().name}: {e.details()}") from None
+        except ValueError as e:  # the channel was closed under us (the pool replaced this server)
+            raise EnvLost(f"{method} on {self.address}: {e}") from None
 
     def reset(self, desktop: int = 0, task: dict | None = None, *, seed: int = 0, screenshot: bool = False):
         return self._call("Reset", env_pb2.ResetRequest(desktop=desktop, task_json=json.dumps(task) if task else "",
                                                         seed=seed, screenshot=screenshot))
 
-    def step(self, action: str, desktop: int = 0, *, screenshot: bool = False):
-        return self._call("Step", env_pb2.StepRequest(desktop=desktop, action=action, screenshot=screenshot))
+    def step(self, action: str, episode: int, desktop: int = 0, *, screenshot: bool = False):
+        """`episode`: the id Reset returned (`observation.episode`)."""
+        return self._call("Step", env_pb2.StepRequest(desktop=desktop, action=action, screenshot=screenshot,
+                                                      episode=episode))
 
-    def evaluate(self, desktop: int = 0):
-        return self._call("Evaluate", env_pb2.EvaluateRequest(desktop=desktop))
+    def evaluate(self, episode: int, desktop: int = 0):
+        return self._call("Evaluate", env_pb2.EvaluateRequest(desktop=desktop, episode=episode))
 
     def health(self, timeout_s: float = 5.0):
         return self._call("Health", env_pb2.HealthRequest(), timeout_s)
@@ -84,21 +88,23 @@ class DesktopEnv:
     def __init__(self, client: EnvClient, desktop: int = 0, *, max_steps: int = 15, screenshot: bool = False):
         self.client, self.desktop, self.max_steps, self.screenshot = client, desktop, max_steps, screenshot
         self.steps = 0
+        self.episode = 0  # id the server gave the running episode
         self.aborted = ""  # why the current episode was lost ("" = it was not)
         self._last_obs: dict[str, Any] = {}
-        self._closed = False
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         task = (options or {}).get("task")
         self.steps, self.aborted = 0, ""
         obs = self.client.reset(self.desktop, task, seed=seed or 0, screenshot=self.screenshot)
+        self.episode = obs.episode
         self._last_obs = observation_dict(obs)
-        return self._last_obs, {"task_id": (task or {}).get("id", "")}
+        return self._last_obs, {"task_id": (task or {}).get("id", ""), "episode": self.episode}
 
     def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
         self.steps += 1
         try:
-            r = self.client.step(action, self.desktop, screenshot=self.screenshot)
+            r = self.client.step(action, self.episode, self.desktop, screenshot=self.screenshot)
+            score = self.client.evaluate(self.episode, self.desktop) if r.done else None
         except EnvLost as e:
             self.aborted = str(e)
             return self._last_obs, 0.0, False, True, {"aborted": self.aborted, "action_valid": False}
@@ -106,13 +112,10 @@ class DesktopEnv:
         info = {"action_valid": r.action_valid, "action": json.loads(r.action_json) if r.action_json else None,
                 "exec_result": r.exec_result, "exit_success": r.exit_success, "elapsed_s": r.elapsed_s,
                 "aborted": ""}
-        reward, terminated = 0.0, r.done
-        if terminated:
-            score = self.client.evaluate(self.desktop)
-            if score.configured:
-                reward = info["score"] = score.score
-        return self._last_obs, reward, terminated, not terminated and self.steps >= self.max_steps, info
+        reward = 0.0
+        if score is not None and score.configured:
+            reward = info["score"] = score.score
+        return self._last_obs, reward, r.done, not r.done and self.steps >= self.max_steps, info
 
     def close(self) -> None:
         """Release the env (the desktop itself belongs to its server); safe to call twice."""
-        self._closed = True

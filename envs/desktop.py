@@ -14,12 +14,15 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
 from computerrl.envs.office import FACTORIES, Office, office_env
 from computerrl.envs.x11 import Screen, Window
 
+MARKER = "COMPUTERRL_DESKTOP"  # environment variable naming the desktop a process belongs to
 HOME_SKELETON = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos")
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
@@ -63,9 +66,11 @@ class Desktop:
         self.env: dict[str, str] = {}
         self._procs: dict[str, subprocess.Popen] = {}  # infrastructure: xvfb, dbus, openbox
         self._apps: list[subprocess.Popen] = []  # launched by actions / task setup; killed at reset
+        self.marker = uuid.uuid4().hex  # in the environment of everything this desktop starts
         self.office: Office | None = None
         self.screen: Screen | None = None
-        self._a11y = None
+        self._a11y: A11yReader | None = None
+        self._services: set[int] = set()  # processes the desktop runs besides _procs (the AT-SPI bus)
         self._shooter = ThreadPoolExecutor(1, thread_name_prefix="screenshot")
         self.last_result = ""
 
@@ -85,6 +90,7 @@ class Desktop:
         self._restore_home()
         display = self._start_xvfb()
         base = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL")}
+        base[MARKER] = self.marker
         base.update(DISPLAY=display, HOME=str(self.home), XDG_RUNTIME_DIR=str(self.workdir / "run"),
                     XDG_CONFIG_HOME=str(self.workdir / "config"), LANG=base.get("LANG", "C.UTF-8"))
         self.env = office_env(base)
@@ -92,6 +98,11 @@ class Desktop:
         (self.workdir / "config/openbox/rc.xml").write_text(OPENBOX_RC)
         self._spawn("openbox", ["openbox", "--sm-disable", "--config-file", str(self.workdir / "config/openbox/rc.xml")])
         self.screen = Screen(display)
+        # Asking for the AT-SPI bus starts it (D-Bus activation; the launcher daemonizes): now, so
+        # it is part of the desktop's services below and apps find it from their first second.
+        self._a11y = A11yReader(self.env["DBUS_SESSION_BUS_ADDRESS"])
+        self._a11y.applications()
+        self._services = set(_scan_processes(f"{MARKER}={self.marker}".encode())[1])
         self.office = Office(self.env, self.workdir / "lo-profile", f"computerrl-{os.getpid()}-{display[1:]}",
                              self.workdir / "logs" / "soffice.log")
         if office:
@@ -110,7 +121,8 @@ class Desktop:
         # -displayfd: the X server picks a free display number itself, so servers never collide.
         r, w = os.pipe()
         self._spawn("xvfb", ["Xvfb", "-displayfd", str(w), "-screen", "0", f"{self.width}x{self.height}x24",
-                             "-nolisten", "tcp", "-noreset", "-dpi", "96"], env=dict(os.environ), pass_fds=(w,))
+                             "-nolisten", "tcp", "-noreset", "-dpi", "96"], env={"PATH": os.environ.get("PATH", "")},
+                    pass_fds=(w,))
         os.close(w)
         with os.fdopen(r) as f:
             number = f.readline().strip()
@@ -145,7 +157,7 @@ class Desktop:
             self.office.stop()
         if self.screen is not None:
             try:
-                self._shooter.submit(self.screen.close).result()  # on the thread that owns the grabber
+                self._shooter.submit(self.screen.close).result(timeout=10)  # on the grabber's own thread
             except Exception:  # the X server may already be gone
                 pass
             self.screen = None
@@ -186,10 +198,10 @@ class Desktop:
         return proc
 
     def _kill_apps(self) -> None:
-        # The whole process tree, not just the process group: a terminal puts its shell in a new
-        # session, and a shell left to die of SIGHUP would write ~/.bash_history after the reset.
-        doomed = [pid for proc in self._apps for pid in _process_tree(proc.pid)]
-        for pid in doomed:
+        # Everything the desktop started carries its marker in the environment: what is not its
+        # infrastructure goes, including a shell's nohup'd or double-forked children (a process
+        # tree walk would miss them), and before a dying shell could write ~/.bash_history.
+        for pid in self._strays():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -197,6 +209,16 @@ class Desktop:
         for proc in self._apps:
             proc.wait()
         self._apps.clear()
+
+    def _strays(self) -> list[int]:
+        children, marked = _scan_processes(f"{MARKER}={self.marker}".encode())
+        keep, todo = set(), [*self._services, *(p.pid for p in self._procs.values())]
+        if self.office is not None and self.office.proc is not None:
+            todo.append(self.office.proc.pid)
+        while todo:  # the desktop's own services and everything under them stay
+            keep.add(pid := todo.pop())
+            todo.extend(children.get(pid, ()))
+        return [pid for pid in marked if pid not in keep]
 
     # ---- observation ---------------------------------------------------------------------
     def observe(self, *, screenshot: bool = True) -> Observation:
@@ -210,12 +232,8 @@ class Desktop:
                            focused_app=app_of(focused), app_info="", last_result=self.last_result)
 
     def _a11y_tree(self, pid: int, app: str) -> str:
-        from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
-
-        if self._a11y is None:
-            self._a11y = A11yReader(self.env["DBUS_SESSION_BUS_ADDRESS"])
         # Calc's own word on where its content ends spares reading ~1,000 empty cells per step.
-        extent = self.office.sheet_extent() if app == "calc" else None
+        extent = self.office.on_main_thread(self.office.sheet_extent, timeout_s=5.0) if app == "calc" else None
         used = CellHint(*extent) if extent else None
         try:
             return linearize(self._a11y.tree(pid, max_lines=self.a11y_lines, used=used), self.a11y_lines)
@@ -233,20 +251,20 @@ class Desktop:
         return None
 
 
-def _process_tree(root: int) -> list[int]:
-    """`root` and all its descendants, from /proc (children before a parent exits are re-parented)."""
+def _scan_processes(marker: bytes) -> tuple[dict[int, list[int]], list[int]]:
+    """(children by parent pid, pids whose environment holds `marker`), from one pass over /proc."""
     children: dict[int, list[int]] = {}
+    marked = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (FileNotFoundError, ProcessLookupError, IndexError):
-                continue
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             children.setdefault(ppid, []).append(int(entry))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, ()))
-    return tree
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    marked.append(int(entry))
+        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+            continue
+    return children, marked

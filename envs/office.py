@@ -158,7 +158,13 @@ class Office:
 
     def sheet_extent(self) -> tuple[int, int, tuple[int, int]] | None:
         """(last used row, last used column, cursor (row, col)), 0-based, of the active Calc sheet;
-        None when the current document is no spreadsheet. Read-only calls: safe off the main thread."""
+        None when the current document is no spreadsheet or cannot tell (closing, in a dialog…)."""
+        try:
+            return self._sheet_extent()
+        except Exception:  # noqa: BLE001 - a hint only: without it the a11y reader reads the whole view
+            return None
+
+    def _sheet_extent(self) -> tuple[int, int, tuple[int, int]] | None:
         doc = self._desktop.getCurrentComponent() if self.running else None
         if doc is None or not doc.supportsService("com.sun.star.sheet.SpreadsheetDocument"):
             return None
@@ -172,7 +178,10 @@ class Office:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait(timeout=10)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # stuck in the kernel (D state): nothing more to do here
+                pass
         self._desktop = None
 
 

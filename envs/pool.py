@@ -58,12 +58,19 @@ class EnvPool:
         return sum(h.desktops for h in self.handles.values())
 
     @contextlib.contextmanager
-    def lease(self, timeout_s: float | None = None) -> Iterator[DesktopEnv]:
+    def lease(self, timeout_s: float | None = 600.0) -> Iterator[DesktopEnv]:
         """A desktop for one or more episodes; given back (and checked if it lost one) on exit."""
-        try:
-            env_id, desktop = self.free.get(timeout=timeout_s)
-        except queue.Empty:
-            raise TimeoutError(f"no free desktop within {timeout_s} s ({self.size} in the pool)") from None
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            if not self.handles:
+                raise EnvError("every env of the pool was retired (see the log for why)")
+            try:
+                env_id, desktop = self.free.get(timeout=None if deadline is None else
+                                                max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no free desktop within {timeout_s} s ({self.size} in the pool)") from None
+            if env_id in self.handles:  # else: a desktop of a retired env
+                break
         env = DesktopEnv(self.clients[env_id], desktop, max_steps=self.max_steps, screenshot=self.screenshot)
         env.env_id = env_id
         lost = False
@@ -80,8 +87,10 @@ class EnvPool:
                 self.free.put((env_id, desktop))
 
     def _recover(self, env_id: str) -> None:
-        """After a lost episode: keep a healthy server, replace a dead or sick one."""
-        handle = self.handles[env_id]
+        """After a lost episode: keep a healthy server, replace a dead or sick one, retire what fails."""
+        handle = self.handles.get(env_id)
+        if handle is None:
+            return
         if self.backend is not None and not self.backend.alive(handle):
             problem = "server exited"
         else:  # a live server may be rebuilding the desktop: give it time
@@ -89,21 +98,33 @@ class EnvPool:
         if not problem:
             return
         with self._lock:
-            if self.handles[env_id] is not handle:  # another lease of this server replaced it already
+            if self.handles.get(env_id) is not handle:  # another lease of this server dealt with it
                 return
             log.warning("env %s at %s is unhealthy (%s): replacing it", env_id, handle.address, problem)
-            if self.backend is None:
-                raise EnvError(f"env {env_id} is unhealthy ({problem}) and the pool has no backend to replace it")
-            self.backend.stop(handle)
-            self.clients.pop(env_id).close()
-            new = self.backend.start(env_id, desktops=handle.desktops)
-            client = EnvClient(new.address, new.token, timeout_s=self.call_timeout_s)
-            problem = wait_healthy(client, self.start_timeout_s, alive=lambda: self.backend.alive(new))
-            if problem:
-                self.backend.stop(new)
-                raise EnvError(f"replacement for env {env_id} did not become healthy: {problem}")
-            self.handles[env_id], self.clients[env_id] = new, client
+            try:
+                new, client = self._replacement(handle)
+            except Exception as e:  # noqa: BLE001 - a lease must not fail for the env it leaves behind
+                log.error("env %s retired: %s", env_id, e)
+                del self.handles[env_id]
+                self.clients.pop(env_id).close()
+                return
+            old_client = self.clients[env_id]
+            self.handles[env_id], self.clients[env_id] = new, client  # swapped only once healthy
+            old_client.close()
             self.replaced += 1
+
+    def _replacement(self, old: EnvHandle) -> tuple[EnvHandle, EnvClient]:
+        if self.backend is None:
+            raise EnvError("the pool has no backend to replace it")
+        self.backend.stop(old)
+        new = self.backend.start(old.env_id, desktops=old.desktops)
+        client = EnvClient(new.address, new.token, timeout_s=self.call_timeout_s)
+        problem = wait_healthy(client, self.start_timeout_s, alive=lambda: self.backend.alive(new))
+        if problem:
+            client.close()
+            self.backend.stop(new)
+            raise EnvError(f"its replacement did not become healthy: {problem}")
+        return new, client
 
     def close(self) -> None:
         for c in self.clients.values():

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import hmac
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -35,6 +37,7 @@ log = logging.getLogger("computerrl.envs.server")
 TOKEN_ENV = "COMPUTERRL_ENV_TOKEN"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a 4K PNG screenshot plus a full tree fits many times over
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+RETRY_S = 10.0  # pause after a desktop failed to start, before the next try
 
 
 class Slot:
@@ -44,29 +47,44 @@ class Slot:
         self.index, self.workdir, self.options = index, workdir, desktop_options
         self.desktop: Desktop | None = None
         self.lock = threading.Lock()  # one call at a time per desktop
-        self.problem = "starting"
-        self.lost = ""  # why the current episode was lost; cleared by Reset
+        self.problem = "starting"  # why there is no usable desktop ("" when there is)
+        self.closing = False  # the server is stopping: build nothing more
+        self.episode = 0  # id of the running episode (0 = none)
+        self.last_episode = 0  # id of the latest episode, running or over
+        self.ended = ""  # why the latest episode was lost, if it was
         self.episodes = self.replacements = 0
-        self.in_episode = False
+        self.retry_at = 0.0  # monotonic time before which a failed build is not retried
 
     def build(self) -> None:
+        """(Re)build the desktop; on failure the slot stays empty with the reason as its problem."""
+        if self.closing:
+            raise RuntimeError("the server is stopping")
         if self.desktop is not None:
             self.desktop.close()
+            self.desktop = None
             self.replacements += 1
         self.problem = "starting"
-        self.desktop = Desktop(self.workdir, **self.options).start()
+        try:
+            self.desktop = Desktop(self.workdir, **self.options).start()
+        except Exception as e:
+            self.problem = f"failed to start: {e}"
+            raise
         self.gui = GuiActions(self.desktop)
         self.problem = ""
 
     def replace_if_dead(self) -> str:
-        """Rebuild a dead desktop; returns what had died ('' if it was healthy). Caller holds the lock."""
-        why = self.desktop.health() if self.desktop is not None else "not started"
-        if why:
-            log.warning("desktop %d: %s; replacing it", self.index, why)
-            if self.in_episode:
-                self.lost = why
-            self.in_episode = False
-            self.build()
+        """Rebuild a dead (or never built) desktop; returns what was wrong. Caller holds the lock."""
+        why = self.desktop.health() if self.desktop is not None else self.problem
+        if why and not self.closing and time.monotonic() >= self.retry_at:
+            if self.desktop is not None:
+                log.warning("desktop %d: %s; replacing it", self.index, why)
+            if self.episode:
+                self.ended, self.episode = why, 0
+            try:
+                self.build()
+            except Exception:  # noqa: BLE001 - the slot reports it; the watchdog tries again later
+                log.exception("desktop %d failed to start", self.index)
+                self.retry_at = time.monotonic() + RETRY_S
         return why
 
 
@@ -84,36 +102,56 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     def _slot(self, index: int, context) -> Slot:
         if index >= len(self.slots):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no desktop {index}; this server has {len(self.slots)}")
-        slot = self.slots[index]
+        return self.slots[index]
+
+    def _ready(self, slot: Slot, context) -> None:
+        """Under the slot's lock: a live desktop, or the call ends UNAVAILABLE (an abort, not a failure)."""
+        slot.replace_if_dead()
         if slot.desktop is None:
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {index} is {slot.problem or 'not started'}")
-        return slot
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is unavailable: {slot.problem}")
+
+    def _in_episode(self, slot: Slot, episode: int, context) -> None:
+        """The call belongs to the running episode; a lost or taken-over one ends ABORTED."""
+        self._ready(slot, context)
+        if episode and episode == slot.episode:
+            return
+        if episode and episode == slot.last_episode:
+            if slot.ended:
+                context.abort(grpc.StatusCode.ABORTED, f"episode lost: desktop replaced after {slot.ended}")
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "the episode is over (Agent.exit): call Reset")
+        context.abort(grpc.StatusCode.ABORTED if episode else grpc.StatusCode.FAILED_PRECONDITION,
+                      f"episode {episode} does not run on desktop {slot.index}: a later Reset started another"
+                      if episode else "no episode named: call Reset first and pass its episode id")
 
     def Reset(self, request, context):
         slot = self._slot(request.desktop, context)
         with slot.lock:
-            slot.replace_if_dead()
-            task = json.loads(request.task_json) if request.task_json else {}
+            self._ready(slot, context)
+            try:
+                task = json.loads(request.task_json) if request.task_json else {}
+            except ValueError as e:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"task_json is not JSON: {e}")
+            if not isinstance(task, dict):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "task_json must be a JSON object (one task)")
             if task.get("config") or task.get("evaluator"):
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, "task setup steps and evaluators are not supported yet")
             try:
                 slot.desktop.reset()
                 obs = slot.desktop.observe(screenshot=request.screenshot)
             except Exception as e:  # noqa: BLE001 - whatever broke, the desktop tells us whether it died
-                self._lost(slot, context, e)
-            slot.lost, slot.in_episode = "", True
+                self._failed(slot, context, e)
+            slot.episode = slot.last_episode = secrets.randbits(63) or 1
+            slot.ended = ""
             slot.episodes += 1
-            return observation_message(obs)
+            message = observation_message(obs)
+            message.episode = slot.episode
+            return message
 
     def Step(self, request, context):
         slot = self._slot(request.desktop, context)
         with slot.lock:
             start = time.perf_counter()
-            lost = slot.lost or slot.replace_if_dead()
-            if lost:
-                context.abort(grpc.StatusCode.ABORTED, f"episode lost: desktop replaced after {lost}")
-            if not slot.in_episode:
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no episode on this desktop: call Reset first")
+            self._in_episode(slot, request.episode, context)
             action = parse_action(request.action)
             done = exit_success = False
             if isinstance(action, InvalidAction):
@@ -125,7 +163,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                     result = f"Action failed: {e}"
                 except Exception as e:  # noqa: BLE001
                     if slot.desktop.health():
-                        self._lost(slot, context, e)
+                        self._failed(slot, context, e)
                     log.exception("desktop %d: %s failed", slot.index, action.code)
                     result = f"Action failed: {type(e).__name__}: {e}"
                 done = action.api == "Agent" and action.name == "exit"
@@ -139,8 +177,9 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 if slot.desktop.health():  # died during the step: what we observed is not the episode
                     raise RuntimeError("desktop died during the step")
             except Exception as e:  # noqa: BLE001
-                self._lost(slot, context, e)
-            slot.in_episode = not done
+                self._failed(slot, context, e)
+            if done:
+                slot.episode = 0
             return env_pb2.StepResult(
                 observation=observation_message(obs), action_valid=not isinstance(action, InvalidAction),
                 action_json="" if isinstance(action, InvalidAction) else action.to_json(), exec_result=result,
@@ -151,18 +190,20 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             return slot.gui.run(action.name, action.args)
         raise ActionError(f"{action.api} is not available on this desktop yet")
 
-    def _lost(self, slot: Slot, context, error: Exception):
+    def _failed(self, slot: Slot, context, error: Exception):
         """The call failed: if the desktop died, replace it and report the episode lost."""
         why = slot.replace_if_dead()
         if why:
-            slot.lost = ""
             context.abort(grpc.StatusCode.ABORTED, f"episode lost: desktop replaced after {why}")
         log.exception("desktop %d: call failed on a healthy desktop", slot.index, exc_info=error)
         context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
 
     def Evaluate(self, request, context):
-        self._slot(request.desktop, context)
-        return env_pb2.Score(score=0.0, configured=False, detail="no evaluator is configured for this episode")
+        slot = self._slot(request.desktop, context)
+        with slot.lock:
+            if request.episode != slot.last_episode or slot.ended:
+                self._in_episode(slot, request.episode, context)  # aborts with the reason
+            return env_pb2.Score(score=0.0, configured=False, detail="no evaluator is configured for this episode")
 
     def Health(self, request, context):
         desktops = []
@@ -182,7 +223,7 @@ class TokenInterceptor(grpc.ServerInterceptor):
     """Rejects every call that does not carry `authorization: Bearer <token>`."""
 
     def __init__(self, token: str):
-        self._expected = ("authorization", f"Bearer {token}")
+        self._expected = f"Bearer {token}".encode()
 
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token")
@@ -190,7 +231,8 @@ class TokenInterceptor(grpc.ServerInterceptor):
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
 
     def intercept_service(self, continuation, handler_call_details):
-        if self._expected in (handler_call_details.invocation_metadata or ()):
+        given = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
+        if hmac.compare_digest(given.encode(), self._expected):  # constant time: no guessing by timing
             return continuation(handler_call_details)
         return self._deny
 
@@ -206,7 +248,8 @@ class EnvServer:
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="computerrl-env-"))
         self.slots = [Slot(i, self.workdir / f"desktop-{i}", desktop_options) for i in range(desktops)]
         self.watchdog_s = watchdog_s
-        self.stopped = threading.Event()
+        self.stopped = threading.Event()  # set when stopping begins
+        self.done = threading.Event()  # set when every desktop is closed
         self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=4 + 2 * desktops),
                                 interceptors=[TokenInterceptor(token)] if token else [],
                                 options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -223,36 +266,41 @@ class EnvServer:
         return self
 
     def _watch(self) -> None:
-        for slot in self.slots:  # the first build happens here, so the port answers Health at once
-            with slot.lock:
-                try:
-                    slot.build()
-                except Exception as e:  # noqa: BLE001
-                    slot.problem = f"failed to start: {e}"
-                    log.exception("desktop %d failed to start", slot.index)
-        while not self.stopped.wait(self.watchdog_s):
+        # The first builds happen here, so the port answers Health (as "starting") at once.
+        while not self.stopped.is_set():
             for slot in self.slots:
-                if slot.desktop is not None and not self.stopped.is_set() and slot.lock.acquire(blocking=False):
+                # A busy slot is skipped: the call holding it checks its desktop itself.
+                if not self.stopped.is_set() and slot.lock.acquire(blocking=False):
                     try:
                         slot.replace_if_dead()
-                    except Exception:  # noqa: BLE001 - try again next round
-                        log.exception("desktop %d: replacement failed", slot.index)
                     finally:
                         slot.lock.release()
+            self.stopped.wait(self.watchdog_s)
 
     def stop(self) -> None:
+        """Stop serving, then close every desktop (after the call in flight on it); safe twice."""
         if self.stopped.is_set():
+            self.done.wait()
             return
         self.stopped.set()
-        self.grpc.stop(grace=1.0)
+        self.grpc.stop(grace=1.0).wait()
         for slot in self.slots:
-            if slot.desktop is not None:
-                slot.desktop.close()
+            # Every call has deadlines inside (UNO, xdotool, AT-SPI), so the lock comes back.
+            locked = slot.lock.acquire(timeout=120)
+            try:
+                slot.closing = True
+                if slot.desktop is not None:
+                    slot.desktop.close()
+            finally:
+                if locked:
+                    slot.lock.release()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        self.done.set()
 
     def wait(self) -> None:
-        self.stopped.wait()
+        """Block until stop() has closed every desktop."""
+        self.done.wait()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -271,8 +319,8 @@ def main(argv: list[str] | None = None) -> None:
                        width=args.width, height=args.height).start()
     print(f"LISTENING {server.port}", flush=True)
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack to the log
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: server.stop())
+    for sig in (signal.SIGTERM, signal.SIGINT):  # stop off the handler: a second signal must not deadlock it
+        signal.signal(sig, lambda *_: threading.Thread(target=server.stop, daemon=True).start())
     server.wait()
     sys.exit(0)
 

@@ -112,7 +112,7 @@ def test_invalid_action_is_reported_and_never_executed(env, tmp_path):
     env.reset()
     marker = tmp_path / "pwned"
     for bad in (f"__import__('os').system('touch {marker}')", "Agent.click()", "Agent.open_app('calc'); x = 1",
-                f"Agent.type(text=open('{marker}', 'w').write('x'))"):
+                f"Agent.type(text=open('{marker}', 'w').write('x'))", f"Agent.type(text='{'x' * 2001}')"):
         obs, reward, terminated, truncated, info = env.step(response(bad))
         assert not info["action_valid"] and info["exec_result"].startswith("Invalid action:"), bad
         assert obs["last_result"] == info["exec_result"] and reward == 0.0
@@ -134,6 +134,42 @@ def test_reset_leaves_no_trace(env, server):
         ["Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos"])
     assert not any(desktop.home.rglob("*.*"))
     assert desktop._apps == []
+
+
+def _processes_running(argv: list[str]) -> list[int]:
+    wanted = ("\0".join(argv) + "\0").encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() == wanted:
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_reset_kills_what_escaped_the_process_tree(env):
+    env.reset()
+    act(env, "Agent.open_app('terminal')")
+    act(env, "Agent.type(text='setsid sleep 4242 & disown; exit', enter=True)")  # orphaned, new session
+    assert wait_until(lambda: _processes_running(["sleep", "4242"]))
+    env.reset()
+    assert wait_until(lambda: not _processes_running(["sleep", "4242"]))
+
+
+def test_a_second_reset_takes_the_desktop_and_aborts_the_first_episode(server):
+    from computerrl.envs.client import DesktopEnv, EnvError
+
+    first, second = DesktopEnv(server[1], 0), DesktopEnv(server[1], 0)
+    first.reset()
+    second.reset()
+    _, reward, terminated, truncated, info = first.step(response("Agent.wait()"))
+    assert "a later Reset started another" in info["aborted"] and truncated and reward == 0.0
+    _, _, terminated, _, info = second.step(response("Agent.exit(False)"))
+    assert terminated and not info["aborted"]
+    with pytest.raises(EnvError, match="the episode is over"):
+        second.step(response("Agent.wait()"))
 
 
 def _iterate(enumeration_access):

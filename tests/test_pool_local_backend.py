@@ -19,7 +19,7 @@ pytestmark = pytest.mark.desktop
 def pool(tmp_path):
     backend = make_backend("local", workdir=tmp_path)
     handle = backend.start("env-000")
-    client = EnvClient(handle.address)
+    client = EnvClient(handle.address, handle.token)
     assert wait_healthy(client, 120) == ""
     client.close()
     p = EnvPool([handle], backend, call_timeout_s=30)
