@@ -171,6 +171,12 @@ class Desktop:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self._procs.clear()
+        # The AT-SPI launcher daemonizes out of our process tree and outlives its bus: the marker finds it.
+        for pid in _scan_processes(f"{MARKER}={self.marker}".encode())[1]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     # ---- episodes ------------------------------------------------------------------------
     def reset(self) -> None:

@@ -211,3 +211,15 @@ def test_gymnasium_contract(server):
     assert (terminated, truncated) == (False, True)  # the step cap truncates, it does not terminate
     env.close()
     env.close()
+
+
+def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path):
+    from computerrl.envs.desktop import MARKER, Desktop, _scan_processes
+
+    desktop = Desktop(tmp_path / "d").start()
+    mine = lambda: _scan_processes(f"{MARKER}={desktop.marker}".encode())[1]  # noqa: E731
+    running = mine()
+    assert len(running) >= 4  # D-Bus, openbox, soffice, the AT-SPI bus launcher and its bus
+    desktop.close()
+    desktop.close()
+    assert wait_until(lambda: not mine(), timeout_s=5)
