@@ -99,16 +99,19 @@ def main(argv: list[str] | None = None) -> None:
 
     backend = LocalBackend(args.workdir)
     sup = Supervisor(backend, args.max_desktops, parallel_starts=2, start_timeout_s=300)
-    t0 = time.monotonic()
-    sup.start_all()
-    alive = [i for i in sup.ids if sup.status[i] == HEALTHY]
-    print(f"started {len(alive)}/{args.max_desktops} desktops healthy in {time.monotonic() - t0:.0f} s")
-    clients = [EnvClient(sup.handles[i].address, timeout_s=120) for i in alive]
-    try:
+    clients: list[EnvClient] = []
+    try:  # start-up included: servers run in their own sessions, so Ctrl-C does not reach them
+        t0 = time.monotonic()
+        sup.start_all()
+        alive = [i for i in sup.ids if sup.status[i] == HEALTHY]
+        print(f"started {len(alive)}/{args.max_desktops} desktops healthy in {time.monotonic() - t0:.0f} s")
+        clients = [EnvClient(sup.handles[i].address, sup.handles[i].token, timeout_s=120) for i in alive]
+
         # Every desktop opens a Calc document, as it would in a rollout; then all must still be healthy.
         def open_calc(c: EnvClient) -> None:
-            c.reset()
-            c.step(response("Agent.open_app('calc')"))
+            env = DesktopEnv(c, 0, max_steps=10)
+            env.reset()
+            env.step(response("Agent.open_app('calc')"))
 
         with ThreadPoolExecutor(4) as ex:
             list(ex.map(open_calc, clients))

@@ -21,11 +21,19 @@ LINEAGE_FILE = "lineage.json"
 datasets.disable_progress_bars()
 
 
-def save_atomic(ds: datasets.Dataset, path: Path | str, *, lineage: dict[str, Any] | None = None) -> Path:
-    """Write `ds` to `path` so a reader sees the old dataset or the new one, never half of one."""
+def save_atomic(ds: datasets.Dataset, path: Path | str, *, lineage: dict[str, Any] | None = None,
+                mode: int | None = None) -> Path:
+    """Write `ds` to `path` so a reader sees the old dataset or the new one, never half of one.
+
+    `mode`: permission bits of the dataset folder (None = the umask's); 0o700 keeps a dataset
+    holding secrets to its owner — the folder alone suffices, its files cannot be reached.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    if mode is not None:  # set before any file is written, so there is no readable moment
+        tmp.mkdir()
+        tmp.chmod(mode)
     ds.save_to_disk(str(tmp))
     if lineage is not None:
         (tmp / LINEAGE_FILE).write_text(json.dumps(lineage, indent=2, default=str))

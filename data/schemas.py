@@ -9,9 +9,9 @@ MANIFEST_FEATURES = datasets.Features({
     "env_id": datasets.Value("string"),  # stable name; a replacement keeps it
     "address": datasets.Value("string"),  # host:port of the env server
     "backend": datasets.Value("string"),  # "local", "docker", …
-    "status": datasets.Value("string"),  # "starting", "healthy", "unhealthy: <why>", "restarting", "stopped"
+    "status": datasets.Value("string"),  # "starting", "healthy", "unhealthy: <why>", "failed: <why>", "stopped"
     "desktops": datasets.Value("int32"),  # desktops hosted by the server
-    "token": datasets.Value("string"),  # shared secret ("" on loopback)
+    "token": datasets.Value("string"),  # shared secret every call must carry ("" = none)
     "detail": datasets.Value("string"),  # backend detail as JSON (pid, container id, docker host)
     "restarts": datasets.Value("int32"),  # times the supervisor restarted this env
 })

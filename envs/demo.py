@@ -26,13 +26,17 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     console = Console()
     sup = Supervisor(LocalBackend(args.out / "state"), args.count)
-    with console.status(f"starting {args.count} desktops (Xvfb + D-Bus + AT-SPI + openbox + LibreOffice)…"):
-        sup.start_all()
-    write_manifest(args.out, list(sup.handles.values()), sup.status)
-    console.print(f"{sum(s == 'healthy' for s in sup.status.values())}/{args.count} desktops healthy; "
-                  f"manifest at {args.out / 'manifest'}")
-    pool = EnvPool(list(sup.handles.values()), sup.backend)
+    pool = None
+    # Servers run in their own sessions, so Ctrl-C does not reach them: even one during
+    # start-up must go through the `finally` that stops them.
     try:
+        with console.status(f"starting {args.count} desktops (Xvfb + D-Bus + AT-SPI + openbox + LibreOffice)…"):
+            sup.start_all()
+        write_manifest(args.out, list(sup.handles.values()), sup.status)
+        console.print(f"{sum(s == 'healthy' for s in sup.status.values())}/{args.count} desktops healthy; "
+                      f"manifest at {args.out / 'manifest'}")
+        pool = EnvPool(list(sup.handles.values()), sup.backend)
+
         def play(i: int):
             with pool.lease() as env:
                 text = f"Hello from desktop {i}"
@@ -41,7 +45,11 @@ def main(argv: list[str] | None = None) -> None:
         with console.status("playing a scripted Calc episode on every desktop…"), ThreadPoolExecutor(args.count) as ex:
             episodes = list(ex.map(play, range(args.count)))
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
+            for h in pool.handles.values():  # servers the pool started to replace dead ones
+                if h is not sup.handles.get(h.env_id):
+                    sup.backend.stop(h)
         sup.stop_all()
     table = Table(title="scripted episodes")
     for col in ("env", "steps", "valid", "reset s", "step p50 s", "typed text in a11y tree", "last result"):

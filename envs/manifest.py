@@ -27,7 +27,8 @@ def write_manifest(run_dir: Path | str, handles: list[EnvHandle], status: dict[s
              "restarts": (restarts or {}).get(h.env_id, 0)} for h in handles]
     ds = datasets.Dataset.from_list(rows, features=MANIFEST_FEATURES) if rows else \
         datasets.Dataset.from_dict({c: [] for c in MANIFEST_COLUMNS}, features=MANIFEST_FEATURES)
-    return save_atomic(ds, Path(run_dir) / MANIFEST_DIR, lineage=lineage)
+    # The manifest holds the servers' tokens: its folder is readable by its owner only (0o700).
+    return save_atomic(ds, Path(run_dir) / MANIFEST_DIR, lineage=lineage, mode=0o700)
 
 
 def read_manifest(run_dir: Path | str) -> tuple[list[EnvHandle], dict[str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,6 +28,8 @@ class Supervisor:
         self.restarts: dict[str, int] = {i: 0 for i in self.ids}
         self.episodes: dict[str, int] = {i: 0 for i in self.ids}
         self._sick_since: dict[str, float] = {}
+        self._last_restart: dict[str, float] = {}  # monotonic time of each env's last restart
+        self._stopping = threading.Event()  # set on Ctrl-C: starts under way stop waiting for health
 
     def start_all(self, on_change=lambda: None) -> None:
         """Start every server, a few at a time (each desktop's LibreOffice start is CPU-heavy)."""
@@ -34,8 +37,15 @@ class Supervisor:
             self._start_one(env_id)
             on_change()
 
-        with ThreadPoolExecutor(self.parallel_starts) as ex:
+        ex = ThreadPoolExecutor(self.parallel_starts)
+        try:
             list(ex.map(start, self.ids))
+        except KeyboardInterrupt:
+            # Drop the queued starts; wait only for those under way, so stop_all() sees their handles.
+            self._stopping.set()
+            raise
+        finally:
+            ex.shutdown(cancel_futures=True)
 
     def _start_one(self, env_id: str) -> None:
         self.status[env_id] = "starting"
@@ -47,7 +57,8 @@ class Supervisor:
         self.handles[env_id] = handle
         client = EnvClient(handle.address, handle.token)
         try:
-            problem = wait_healthy(client, self.start_timeout_s, alive=lambda: self.backend.alive(handle))
+            problem = wait_healthy(client, self.start_timeout_s,
+                                   alive=lambda: not self._stopping.is_set() and self.backend.alive(handle))
         finally:
             client.close()
         self.status[env_id] = HEALTHY if not problem else f"unhealthy: {problem}"
@@ -63,11 +74,16 @@ class Supervisor:
                 self.status[env_id] = HEALTHY
                 self._sick_since.pop(env_id, None)
             else:
-                self.status[env_id] = f"unhealthy: {problem}"
-                since = self._sick_since.setdefault(env_id, time.monotonic())
+                if not (handle is None and before.startswith("failed:")):  # keep why its start failed
+                    self.status[env_id] = f"unhealthy: {problem}"
+                now = time.monotonic()
+                since = self._sick_since.setdefault(env_id, now)
                 dead = handle is None or not self.backend.alive(handle)
-                # A live server gets a grace period: its own watchdog rebuilds crashed desktops.
-                if restart and (dead or time.monotonic() - since > self.unhealthy_grace_s):
+                # A live server gets a grace period: its own watchdog rebuilds crashed desktops. And
+                # one restart per grace period at most: a restart blocks this loop for up to
+                # start_timeout_s, and a server that keeps failing must not starve the others.
+                backed_off = now - self._last_restart.get(env_id, -float("inf")) >= self.unhealthy_grace_s
+                if restart and backed_off and (dead or now - since > self.unhealthy_grace_s):
                     log.warning("%s: %s; restarting", env_id, problem)
                     self.restart(env_id)
                     changed = True  # a new address at least: the manifest must follow
@@ -94,6 +110,7 @@ class Supervisor:
             self.backend.stop(self.handles.pop(env_id))
         self.restarts[env_id] += 1
         self._sick_since.pop(env_id, None)
+        self._last_restart[env_id] = time.monotonic()
         self._start_one(env_id)
 
     def stop_all(self) -> None:

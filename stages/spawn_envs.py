@@ -12,16 +12,21 @@ of processes (~0.2 GB) that resets in place in about a second.
 
 Reads:  nothing
 Writes: OUT/manifest   env manifest dataset: env_id, address, backend, status, desktops,
-                       token, detail (JSON), restarts — rewritten atomically on every change
-        OUT/spawn-envs.json  the config;  OUT/supervisor.pid / supervisor.log when detached
+                       token, detail (JSON), restarts — rewritten atomically on every change;
+                       a folder only its owner can read (it holds the servers' tokens)
+        OUT/spawn-envs.json  the config;  OUT/supervisor.pid while a supervisor runs (one per
+                       OUT);  OUT/supervisor.log when detached;  OUT/state  servers' state (local)
 
     computerrl spawn-envs --count 2 --out runs/demo/envs          # Ctrl-C stops them
     computerrl spawn-envs --count 48 --out runs/envs --detach && computerrl spawn-envs --stop --out runs/envs
+    DOCKER_HOST=tcp://gpu1:2375,tcp://gpu2:2375 computerrl spawn-envs --backend docker --publish-ip 0.0.0.0
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import datetime
 import json
 import os
 import signal
@@ -44,13 +49,15 @@ class SpawnEnvsConfig:
     out: Path = Path("runs/envs")  # run folder: manifest, config, supervisor pid/log
     count: int = 2  # env servers to start
     desktops_per_env: int = 1  # desktops each server hosts
-    backend: str = "local"  # "local" or "docker"
+    backend: str = "local"  # registered backend name: "local" or "docker"
     start_timeout_s: float = 180.0  # seconds a server may take to become healthy
     poll_s: float = 2.0  # seconds between supervision rounds
     restart: bool = True  # replace servers that die or stay unhealthy
     unhealthy_grace_s: float = 20.0  # seconds a live server may stay unhealthy before a restart
     parallel_starts: int = 4  # servers started at once (LibreOffice start-up is CPU-bound)
     docker_image: str = "computerrl-desktop:latest"  # image for --backend docker
+    docker_hosts: str = ""  # comma-separated Docker engine URLs; "" = $DOCKER_HOST, else the local socket
+    publish_ip: str = "127.0.0.1"  # interface docker publishes server ports on; 0.0.0.0 for remote engines
     detach: bool = False  # supervise in the background and return once all are healthy
     stop: bool = False  # stop the envs of OUT (a detached supervisor, or the servers of its manifest)
 
@@ -58,12 +65,14 @@ class SpawnEnvsConfig:
         self.out = Path(self.out)
         if self.count < 1 or self.desktops_per_env < 1:
             raise ValueError("--count and --desktops-per-env must be at least 1")
-        if self.backend not in ("local", "docker"):
-            raise ValueError(f"unknown backend {self.backend!r}; known: docker, local")
         if self.detach and self.stop:
             raise ValueError("--detach and --stop exclude each other")
         if self.parallel_starts < 1 or self.poll_s <= 0:
             raise ValueError("--parallel-starts must be ≥ 1 and --poll-s > 0")
+        # Building the backend checks its name against the registry (the error lists the known
+        # ones) and its options (remote engines with a loopback --publish-ip). Cheap: the backend
+        # modules import only the standard library, and no engine is dialed.
+        _backend(self)
 
 
 def command(
@@ -77,6 +86,10 @@ def command(
     unhealthy_grace_s: Annotated[float, typer.Option(help="Seconds a live server may stay unhealthy.")] = 20.0,
     parallel_starts: Annotated[int, typer.Option(help="Servers started at once.")] = 4,
     docker_image: Annotated[str, typer.Option(help="Desktop image for --backend docker.")] = "computerrl-desktop:latest",
+    docker_hosts: Annotated[str, typer.Option(help="Comma-separated Docker engine URLs (default: $DOCKER_HOST, "
+                                                   "else the local socket).")] = "",
+    publish_ip: Annotated[str, typer.Option(help="Interface docker publishes server ports on; 0.0.0.0 for remote "
+                                                 "engines (the token guards them).")] = "127.0.0.1",
     detach: Annotated[bool, typer.Option(help="Supervise in the background; return once all are healthy.")] = False,
     stop: Annotated[bool, typer.Option(help="Stop the envs recorded in --out.")] = False,
 ):
@@ -90,7 +103,12 @@ def command(
 def _backend(cfg: SpawnEnvsConfig):
     from computerrl.envs.backends.base import make_backend
 
-    options = {"workdir": cfg.out / "state"} if cfg.backend == "local" else {"image": cfg.docker_image}
+    options = {}
+    if cfg.backend == "local":
+        options = {"workdir": cfg.out / "state"}
+    elif cfg.backend == "docker":
+        hosts = [h.strip() for h in cfg.docker_hosts.split(",") if h.strip()]
+        options = {"image": cfg.docker_image, "hosts": hosts or None, "publish_ip": cfg.publish_ip}
     return make_backend(cfg.backend, **options)
 
 
@@ -98,6 +116,10 @@ def run(cfg: SpawnEnvsConfig) -> int:
     """Returns the exit code: 0 when all started (and, unless detached, were stopped cleanly)."""
     if cfg.stop:
         return stop(cfg.out)
+    if pid := _supervisor_pid(cfg.out):
+        print(f"a supervisor (pid {pid}) already runs the envs of {cfg.out}; stop it with `computerrl spawn-envs "
+              f"--stop --out {cfg.out}`, or pick another --out", file=sys.stderr)
+        return 1
     if cfg.detach:
         return _detach(cfg)
     return supervise(cfg)
@@ -121,9 +143,10 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
     def save():
         write_manifest(cfg.out, [sup.handles[i] for i in sup.ids if i in sup.handles], sup.status, sup.restarts, card)
 
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append("SIGTERM"))
+    # SIGTERM (`--stop`) acts as Ctrl-C: it also interrupts the start-up, which can take minutes.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     console = Console(stderr=True)
+    all_up = False
     try:
         with Live(_table(sup), console=console, refresh_per_second=2, transient=not console.is_terminal) as live:
             sup.start_all(on_change=lambda: live.update(_table(sup)))
@@ -133,7 +156,7 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
                           f"healthy; manifest: {cfg.out / 'manifest'}  (Ctrl-C or `computerrl spawn-envs --stop "
                           f"--out {cfg.out}` stops them)")
             rounds = 0
-            while not stopping and (max_rounds is None or rounds < max_rounds):
+            while max_rounds is None or rounds < max_rounds:
                 time.sleep(cfg.poll_s)
                 if sup.check(restart=cfg.restart):
                     save()
@@ -166,7 +189,8 @@ def _table(sup):
 
 def _detach(cfg: SpawnEnvsConfig) -> int:
     """Re-run this command without --detach in its own session; wait until its manifest is healthy."""
-    from computerrl.envs.manifest import read_manifest
+    from computerrl.data.datasets_io import LINEAGE_FILE
+    from computerrl.envs.manifest import MANIFEST_DIR, read_manifest
 
     cfg.out.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "computerrl.cli.main", "spawn-envs"]
@@ -176,42 +200,100 @@ def _detach(cfg: SpawnEnvsConfig) -> int:
             continue
         flag = "--" + f.name.replace("_", "-")
         args += [flag if value else "--no-" + flag[2:]] if isinstance(value, bool) else [flag, str(value)]
+    launched = datetime.datetime.now(datetime.timezone.utc)
     with open(cfg.out / LOG_FILE, "ab") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + cfg.start_timeout_s * (1 + cfg.count // cfg.parallel_starts) + 30
+    timeout_s = cfg.start_timeout_s * (1 + cfg.count // cfg.parallel_starts) + 30
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            handles, status = read_manifest(cfg.out)
-            if len(handles) == cfg.count and all(s == "healthy" for s in status.values()):
-                print(f"{cfg.count} env servers healthy (supervisor pid {proc.pid}); manifest: {cfg.out / 'manifest'}")
-                return 0
-        except (FileNotFoundError, ValueError):
+            # Only this child's manifest counts, not one an earlier run left in the same --out.
+            card = json.loads((cfg.out / MANIFEST_DIR / LINEAGE_FILE).read_text())
+            if datetime.datetime.fromisoformat(card["created"]) >= launched:
+                handles, status = read_manifest(cfg.out)
+                if len(handles) == cfg.count and all(s == "healthy" for s in status.values()):
+                    print(f"{cfg.count} env servers healthy (supervisor pid {proc.pid}); "
+                          f"manifest: {cfg.out / MANIFEST_DIR}")
+                    return 0
+        except (FileNotFoundError, ValueError, KeyError):  # not written yet, or being replaced
             pass
         time.sleep(1.0)
-    print(f"env servers did not all become healthy; see {cfg.out / LOG_FILE}", file=sys.stderr)
+    if proc.poll() is not None:
+        print(f"the supervisor exited (code {proc.returncode}) before all env servers were healthy; "
+              f"see {cfg.out / LOG_FILE}", file=sys.stderr)
+    else:
+        print(f"env servers did not all become healthy within {timeout_s:.0f} s. The supervisor (pid {proc.pid}) is "
+              f"left running and keeps supervising them; see {cfg.out / LOG_FILE}. Stop it and its servers with "
+              f"`computerrl spawn-envs --stop --out {cfg.out}`", file=sys.stderr)
     return 1
 
 
-def stop(out: Path) -> int:
-    """Stop a detached supervisor (it stops its servers), or the manifest's servers directly."""
-    from computerrl.envs.backends.base import make_backend
-    from computerrl.envs.manifest import read_manifest, write_manifest
+def _is_supervisor(pid: int) -> bool:
+    """Whether `pid` is a live spawn-envs process: a pid file left by a crash or a reboot may name
+    an unrelated process by now, which must never be signalled."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")  # empty for a zombie
+    except OSError:
+        return False
+    return pid != os.getpid() and b"spawn-envs" in argv
 
-    pid_file = out / PID_FILE
-    if pid_file.exists():
-        pid = int(pid_file.read_text())
-        try:
+
+def _supervisor_pid(out: Path) -> int | None:
+    """The pid of the supervisor running the envs of `out`, if one runs."""
+    try:
+        pid = int((out / PID_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if _is_supervisor(pid) else None
+
+
+def _stopper(backend: str, handles: list):
+    """A backend able to stop these handles, whichever process or host started them."""
+    from computerrl.envs.backends.base import make_backend
+
+    if backend == "docker":  # every engine the handles name; publish_ip only matters for starting
+        return make_backend("docker", hosts=sorted({h.detail["docker_host"] for h in handles}), publish_ip="0.0.0.0")
+    return make_backend(backend)
+
+
+def stop(out: Path) -> int:
+    """Stop the supervisor of `out` (it stops its servers), then any server its manifest still lists."""
+    from computerrl.data.datasets_io import LINEAGE_FILE
+    from computerrl.envs.manifest import MANIFEST_DIR, read_manifest, write_manifest
+
+    pid = _supervisor_pid(out)
+    if pid:
+        with contextlib.suppress(ProcessLookupError):  # it may have just exited
             os.kill(pid, signal.SIGTERM)
-            for _ in range(600):  # it stops every server first; give it a minute
-                os.kill(pid, 0)
-                time.sleep(0.1)
-        except ProcessLookupError:
-            pid_file.unlink(missing_ok=True)
-            print(f"stopped the supervisor of {out}")
-            return 0
-    handles, status = read_manifest(out)
-    for h in handles:
-        make_backend(h.backend, **({"workdir": out / "state"} if h.backend == "local" else {})).stop(h)
-    write_manifest(out, handles, {h.env_id: "stopped" for h in handles})
-    print(f"stopped {len(handles)} env servers of {out}")
+        for _ in range(600):  # it stops every server first; give it a minute
+            if not _is_supervisor(pid):
+                break
+            time.sleep(0.1)
+        else:
+            print(f"the supervisor (pid {pid}) did not stop within a minute; see {out / LOG_FILE}, or "
+                  f"`kill -9 {pid}` and run --stop again to stop its servers", file=sys.stderr)
+            return 1
+        print(f"stopped the supervisor (pid {pid}) of {out}")
+    (out / PID_FILE).unlink(missing_ok=True)  # its supervisor is gone (or the file was stale)
+    try:
+        handles, status = read_manifest(out)
+    except FileNotFoundError:
+        if not pid:
+            print(f"nothing to stop: no supervisor runs for {out} and it has no env manifest (a supervisor "
+                  f"killed before writing one leaves servers only {out / LOG_FILE} names)", file=sys.stderr)
+        return 0 if pid else 1
+    # A supervisor that stopped cleanly marked its servers stopped; one that was killed did not.
+    running = [h for h in handles if status.get(h.env_id) != "stopped"]
+    for name in sorted({h.backend for h in running}):
+        group = [h for h in running if h.backend == name]
+        backend = _stopper(name, group)
+        for h in group:
+            backend.stop(h)
+    if running:
+        card = out / MANIFEST_DIR / LINEAGE_FILE
+        write_manifest(out, handles, {h.env_id: "stopped" for h in handles},
+                       lineage=json.loads(card.read_text()) if card.exists() else None)
+        print(f"stopped {len(running)} env servers of {out}")
+    elif not pid:
+        print(f"nothing to stop: the env servers of {out} are stopped already")
     return 0

@@ -53,6 +53,69 @@ def test_bad_option_combination_is_a_clear_error():
     assert result.exit_code != 0 and "--count" in result.output
 
 
+def test_docker_options_reach_the_backend_and_loopback_with_remote_engines_is_refused():
+    cfg = spawn_envs.SpawnEnvsConfig(backend="docker", docker_hosts="tcp://gpu1:2375, tcp://gpu2:2375",
+                                     publish_ip="0.0.0.0", docker_image="img:1")
+    backend = spawn_envs._backend(cfg)
+    assert (backend.hosts, backend.publish_ip, backend.image) == (["tcp://gpu1:2375", "tcp://gpu2:2375"], "0.0.0.0",
+                                                                  "img:1")
+    result = CliRunner().invoke(app, ["spawn-envs", "--backend", "docker", "--docker-hosts", "tcp://gpu1:2375"])
+    assert result.exit_code != 0 and "publish_ip" in result.output
+    result = CliRunner().invoke(app, ["spawn-envs", "--backend", "nope"])
+    assert result.exit_code != 0 and "docker, local" in result.output
+
+
+def test_stop_without_a_manifest_says_so(tmp_path, capsys):
+    assert spawn_envs.run(spawn_envs.SpawnEnvsConfig(out=tmp_path, stop=True)) == 1
+    assert "no env manifest" in capsys.readouterr().err
+
+
+def test_stop_stops_docker_servers_on_the_hosts_the_manifest_names(tmp_path, monkeypatch):
+    from computerrl.envs.backends.base import BACKENDS, EnvHandle
+    from computerrl.envs.manifest import read_manifest, write_manifest
+
+    made, stopped = [], []
+
+    class Recorder:
+        def __init__(self, **options):
+            made.append(options)
+
+        def stop(self, handle):
+            stopped.append(handle.env_id)
+
+    monkeypatch.setitem(BACKENDS, "docker", Recorder)
+    handles = [EnvHandle(f"env-00{i}", f"gpu{i}:3000", "docker", "t", detail={"container": f"c{i}",
+                                                                           "docker_host": f"tcp://gpu{i}:2375"})
+               for i in range(2)]
+    write_manifest(tmp_path, handles, {h.env_id: "healthy" for h in handles})
+    assert spawn_envs.run(spawn_envs.SpawnEnvsConfig(out=tmp_path, stop=True)) == 0
+    assert made == [{"hosts": ["tcp://gpu0:2375", "tcp://gpu1:2375"], "publish_ip": "0.0.0.0"}]
+    assert stopped == ["env-000", "env-001"]
+    assert set(read_manifest(tmp_path)[1].values()) == {"stopped"}
+
+
+def test_stale_supervisor_pid_is_never_signalled_and_a_live_one_blocks_a_second_start(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(spawn_envs, "supervise", lambda cfg: pytest.fail("a second supervisor was started"))
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a stale pid file names it
+    supervisor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "spawn-envs"])
+    try:
+        (tmp_path / "supervisor.pid").write_text(str(bystander.pid))
+        assert spawn_envs.run(spawn_envs.SpawnEnvsConfig(out=tmp_path, stop=True)) == 1  # nothing to stop
+        assert bystander.poll() is None and not (tmp_path / "supervisor.pid").exists()
+
+        (tmp_path / "supervisor.pid").write_text(str(supervisor.pid))
+        with open(f"/proc/{supervisor.pid}/cmdline", "rb") as f:
+            assert supervisor.poll() is None and spawn_envs._is_supervisor(supervisor.pid), f.read()
+        assert spawn_envs.run(spawn_envs.SpawnEnvsConfig(out=tmp_path, count=1)) == 1
+        assert f"a supervisor (pid {supervisor.pid}) already runs" in capsys.readouterr().err
+        assert not (tmp_path / "manifest").exists() and supervisor.poll() is None
+    finally:
+        bystander.kill()
+        supervisor.kill()
+        bystander.wait()
+        supervisor.wait()
+
+
 @pytest.mark.desktop
 def test_spawn_envs_detach_then_stop(tmp_path):
     from computerrl.envs.backends.local import _alive
@@ -67,9 +130,10 @@ def test_spawn_envs_detach_then_stop(tmp_path):
     handles, status = read_manifest(out)
     assert [h.env_id for h in handles] == ["env-000", "env-001"] and set(status.values()) == {"healthy"}
     for h in handles:
-        client = EnvClient(h.address)
-        assert client.health().healthy and h.address.startswith("127.0.0.1:")
+        client = EnvClient(h.address, h.token)
+        assert h.token and client.health().healthy and h.address.startswith("127.0.0.1:")
         client.close()
+    assert (out / "manifest").stat().st_mode & 0o777 == 0o700  # it holds the tokens
     assert json.loads((out / "spawn-envs.json").read_text())["count"] == 2
     assert json.loads((out / "manifest" / "lineage.json").read_text())["stage"] == "spawn-envs"
 

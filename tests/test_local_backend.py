@@ -1,0 +1,55 @@
+"""The local backend: stale pids are never signalled; every server gets its own token and folder."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from computerrl.envs.backends.base import EnvHandle
+from computerrl.envs.backends.local import TOKEN_ENV, LocalBackend
+
+
+def test_a_stale_pid_naming_another_process_is_not_killed(tmp_path):
+    # After a crash or a reboot the manifest's pid may name an unrelated session leader.
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    state = tmp_path / "env-000-abc123"
+    state.mkdir()
+    handle = EnvHandle("env-000", "127.0.0.1:1", "local", detail={"pid": bystander.pid, "workdir": str(state)})
+    backend = LocalBackend(tmp_path)
+    try:
+        assert not backend.alive(handle)
+        backend.stop(handle)
+        assert bystander.poll() is None, "stop() killed a process that is not an env server"
+        assert not state.exists()  # the dead server's state is still cleaned up
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+@pytest.mark.desktop
+def test_each_start_gets_its_own_token_and_state_folder(tmp_path):
+    from computerrl.envs.client import EnvClient, EnvError
+
+    backend = LocalBackend(tmp_path)
+    first, second = backend.start("env-000"), backend.start("env-000")  # e.g. a restart under the same id
+    try:
+        assert first.token and second.token and first.token != second.token
+        assert first.detail["workdir"] != second.detail["workdir"]
+        pid = first.detail["pid"]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert first.token.encode() not in f.read()  # `ps` must not show it
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            assert f"{TOKEN_ENV}={first.token}".encode() in f.read().split(b"\0")
+        anonymous, client = EnvClient(first.address), EnvClient(first.address, first.token)
+        with pytest.raises(EnvError, match="UNAUTHENTICATED"):  # enforced on loopback too
+            anonymous.health(timeout_s=10)
+        assert client.health(timeout_s=10).pid == pid
+        anonymous.close()
+        client.close()
+    finally:
+        backend.stop(first)
+        backend.stop(second)
+    for h in (first, second):
+        assert not backend.alive(h) and not Path(h.detail["workdir"]).exists()
