@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from computerrl.envs.backends.local import LocalBackend
+from computerrl.envs.client import EnvError
 from computerrl.envs.manifest import write_manifest
 from computerrl.envs.pool import EnvPool
 from computerrl.envs.scripted import calc_episode, run_episode
@@ -35,12 +36,20 @@ def main(argv: list[str] | None = None) -> None:
         write_manifest(args.out, list(sup.handles.values()), sup.status)
         console.print(f"{sum(s == 'healthy' for s in sup.status.values())}/{args.count} desktops healthy; "
                       f"manifest at {args.out / 'manifest'}")
-        pool = EnvPool(list(sup.handles.values()), sup.backend)
+        healthy = [h for env_id, h in sup.handles.items() if sup.status[env_id] == "healthy"]
+        if not healthy:
+            console.print(f"[red]no desktop became healthy[/] ({'; '.join(sorted(set(sup.status.values())))}); "
+                          f"logs in {args.out / 'state'}")
+            raise SystemExit(1)
+        pool = EnvPool(healthy, sup.backend)
 
         def play(i: int):
-            with pool.lease() as env:
-                text = f"Hello from desktop {i}"
-                return env.env_id, text, run_episode(env, calc_episode(text))
+            text = f"Hello from desktop {i}"
+            try:
+                with pool.lease() as env:
+                    return env.env_id, text, run_episode(env, calc_episode(text))
+            except EnvError as e:
+                return "-", text, {"error": str(e)}
 
         with console.status("playing a scripted Calc episode on every desktop…"), ThreadPoolExecutor(args.count) as ex:
             episodes = list(ex.map(play, range(args.count)))
@@ -55,14 +64,21 @@ def main(argv: list[str] | None = None) -> None:
     for col in ("env", "steps", "valid", "reset s", "step p50 s", "typed text in a11y tree", "last result"):
         table.add_column(col)
     for env_id, text, ep in episodes:
+        if "error" in ep:
+            table.add_row(env_id, "-", "-", "-", "-", "[red]no[/]", f"[red]{ep['error']}[/]")
+            continue
         shown = any(text in tree for tree in ep["trees"].values())
         table.add_row(env_id, str(ep["steps"]), str(ep["valid"]), f"{ep['reset_s']:.2f}", f"{ep['step_p50_s']:.3f}",
                       "[green]yes[/]" if shown else "[red]no[/]", ep["results"][-1] if ep["results"] else "")
     console.print(table)
-    _, _, first = episodes[0]
-    tree = first["trees"].get(2, "")  # right after the typing step
-    console.print("[bold]accessibility tree after typing (first lines):[/]")
-    console.print("\n".join(tree.splitlines()[:15]), markup=False)
+    played = [ep for _, _, ep in episodes if "error" not in ep]
+    if played:
+        lines = played[0]["trees"].get(2, "").splitlines()  # right after the typing step
+        cells = [line for line in lines[1:] if line.startswith("table-cell")]
+        console.print(f"[bold]accessibility tree after typing:[/] {len(lines) - 1} nodes; its cells:")
+        console.print("\n".join(lines[:1] + cells[:10]), markup=False)
+    if len(played) < len(episodes):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

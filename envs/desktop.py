@@ -60,7 +60,7 @@ class Desktop:
     """A desktop's processes and state. Not thread-safe: the env server serializes calls."""
 
     def __init__(self, workdir: Path, *, width: int = 1920, height: int = 1080, a11y_lines: int = 300):
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).resolve()  # LibreOffice takes its profile as a file:// URI
         self.width, self.height, self.a11y_lines = width, height, a11y_lines
         self.home = self.workdir / "home"
         self.env: dict[str, str] = {}

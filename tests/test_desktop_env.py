@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -213,10 +214,11 @@ def test_gymnasium_contract(server):
     env.close()
 
 
-def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path):
+def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path, monkeypatch):
     from computerrl.envs.desktop import MARKER, Desktop, _scan_processes
 
-    desktop = Desktop(tmp_path / "d").start()
+    monkeypatch.chdir(tmp_path)
+    desktop = Desktop(Path("d")).start()  # a relative folder works too
     mine = lambda: _scan_processes(f"{MARKER}={desktop.marker}".encode())[1]  # noqa: E731
     running = mine()
     assert len(running) >= 4  # D-Bus, openbox, soffice, the AT-SPI bus launcher and its bus

@@ -29,7 +29,7 @@ class LocalBackend:
     def __init__(self, workdir: Path | str | None = None, *, python: str = sys.executable,
                  start_timeout_s: float = 30.0, server_args: tuple[str, ...] = ()):
         # workdir: where each server keeps its desktops' state and logs (default: a temp folder)
-        self.workdir = Path(workdir) if workdir else Path(os.environ.get("TMPDIR", "/tmp")) / "computerrl-envs"
+        self.workdir = (Path(workdir) if workdir else Path(os.environ.get("TMPDIR", "/tmp")) / "computerrl-envs").resolve()
         self.python, self.start_timeout_s, self.server_args = python, start_timeout_s, tuple(server_args)
 
     def start(self, env_id: str, *, desktops: int = 1) -> EnvHandle:
