@@ -22,6 +22,7 @@ from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
 from computerrl.envs.office import FACTORIES, Office, office_env
 from computerrl.envs.x11 import Screen, Window
 
+OFFICE_CLOSE_S = 1.0  # how long closed documents' windows may linger before the office is restarted
 MARKER = "COMPUTERRL_DESKTOP"  # environment variable naming the desktop a process belongs to
 HOME_SKELETON = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos")
 
@@ -185,6 +186,10 @@ class Desktop:
             if self.office.proc is None:
                 self.office.start()
             self.office.close_documents()
+            # A modal dialog (Format Cells, Save As…) vetoes closing its document: restart the office.
+            if not self._windows_gone(lambda w: w.pid == self.office.proc.pid, OFFICE_CLOSE_S):
+                self.office.stop()
+                self.office.start()
         self._kill_apps()
         self._restore_home()
         self.last_result = ""
@@ -245,6 +250,15 @@ class Desktop:
             return linearize(self._a11y.tree(pid, max_lines=self.a11y_lines, used=used), self.a11y_lines)
         except A11yError as e:  # an app busy past the deadline gives an empty tree, not a dead step
             return f"(accessibility tree unavailable: {e})"
+
+    def _windows_gone(self, predicate, timeout_s: float) -> bool:
+        """Whether every window matching `predicate` is gone within timeout_s (unmapping lags a little)."""
+        deadline = time.monotonic() + timeout_s
+        while any(predicate(w) for w in self.screen.windows()):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def wait_for_window(self, predicate, timeout_s: float = 10.0) -> Window | None:
         """Poll the window list until a window matches (apps map their windows asynchronously)."""

@@ -135,11 +135,15 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "task_json must be a JSON object (one task)")
             if task.get("config") or task.get("evaluator"):
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, "task setup steps and evaluators are not supported yet")
-            try:
-                slot.desktop.reset()
-                obs = slot.desktop.observe(screenshot=request.screenshot)
-            except Exception as e:  # noqa: BLE001 - whatever broke, the desktop tells us whether it died
-                self._failed(slot, context, e)
+            for attempt in range(2):  # no episode runs yet: a desktop that dies now is simply replaced
+                try:
+                    slot.desktop.reset()
+                    obs = slot.desktop.observe(screenshot=request.screenshot)
+                    break
+                except Exception as e:  # noqa: BLE001 - whatever broke, the desktop tells us whether it died
+                    if attempt or not slot.replace_if_dead():
+                        self._failed(slot, context, e)
+                    self._ready(slot, context)
             slot.episode = slot.last_episode = secrets.randbits(63) or 1
             slot.ended = ""
             slot.episodes += 1

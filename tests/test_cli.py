@@ -7,6 +7,7 @@ import inspect
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -104,6 +105,10 @@ def test_stale_supervisor_pid_is_never_signalled_and_a_live_one_blocks_a_second_
         assert bystander.poll() is None and not (tmp_path / "supervisor.pid").exists()
 
         (tmp_path / "supervisor.pid").write_text(str(supervisor.pid))
+        # Until the child has exec'd, /proc shows the forking parent's command line.
+        deadline = time.monotonic() + 10
+        while not spawn_envs._is_supervisor(supervisor.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         with open(f"/proc/{supervisor.pid}/cmdline", "rb") as f:
             assert supervisor.poll() is None and spawn_envs._is_supervisor(supervisor.pid), f.read()
         assert spawn_envs.run(spawn_envs.SpawnEnvsConfig(out=tmp_path, count=1)) == 1

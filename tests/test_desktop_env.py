@@ -137,6 +137,17 @@ def test_reset_leaves_no_trace(env, server):
     assert desktop._apps == []
 
 
+def test_reset_closes_documents_behind_a_modal_dialog(env, server):
+    env.reset()
+    act(env, "Agent.open_app('calc')")
+    act(env, "Agent.hotkey(['ctrl', '1'])")  # Format Cells: modal, it vetoes closing the document
+    assert wait_until(lambda: any(w.title == "Format Cells" for w in server[0].slots[0].desktop.screen.windows()))
+    obs, _ = env.reset()
+    assert obs["windows"] == []
+    obs, _ = act(env, "Agent.open_app('writer')")  # the office still works
+    assert obs["focused_app"] == "writer"
+
+
 def _processes_running(argv: list[str]) -> list[int]:
     wanted = ("\0".join(argv) + "\0").encode()
     found = []
