@@ -252,13 +252,14 @@ class ApiRegistry:
         self.apis[cls.__name__] = functions
         return cls
 
-    def _functions(self, api: str) -> dict[str, ApiFunction]:
+    def functions(self, api: str) -> dict[str, ApiFunction]:
+        """The functions of one API class by name; KeyError (listing the known classes) if unknown."""
         if api not in self.apis:
             raise KeyError(f"unknown API class {api!r} (known: {', '.join(sorted(self.apis))})")
         return self.apis[api]
 
     def get(self, api: str, name: str) -> ApiFunction:
-        self._functions(api)
+        self.functions(api)
         if name not in self.apis[api]:
             raise KeyError(f"unknown function {api}.{name} ({api} has: {', '.join(sorted(self.apis[api]))})")
         return self.apis[api][name]
@@ -275,7 +276,7 @@ class ApiRegistry:
         """Prompt text for exactly these API classes, one `def` line per function."""
         blocks = []
         for api in app_names:
-            lines = [f"    {fn.render()}" for fn in self._functions(api).values()]
+            lines = [f"    {fn.render()}" for fn in self.functions(api).values()]
             blocks.append("\n".join([f"class {api}:", *lines]))
         return "\n\n".join(blocks)
 

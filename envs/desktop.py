@@ -18,10 +18,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
 from computerrl.envs.office import FACTORIES, Office, office_env
 from computerrl.envs.x11 import Screen, Window
 
+APP_INFO_CHARS = 5000  # budget of the observation's app_info (ComputerRL trims it to 5,000 too)
 OFFICE_CLOSE_S = 1.0  # how long closed documents' windows may linger before the office is restarted
 MARKER = "COMPUTERRL_DESKTOP"  # environment variable naming the desktop a process belongs to
 HOME_SKELETON = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos")
@@ -240,7 +242,39 @@ class Desktop:
         focused = next((w for w in windows if w.focused), None)
         tree = self._a11y_tree(focused.pid, app_of(focused)) if focused is not None and focused.pid else ""
         return Observation(screenshot=shot.result() if shot else b"", a11y_tree=tree, windows=windows,
-                           focused_app=app_of(focused), app_info="", last_result=self.last_result)
+                           focused_app=app_of(focused), app_info=self._app_info(app_of(focused)),
+                           last_result=self.last_result)
+
+    def _app_info(self, app: str) -> str:
+        """The focused document as its application API sees it (used range, paragraphs, slides)."""
+        api = api_for_app(app)
+        if api is None:
+            return ""
+        impl = IMPLEMENTATIONS[api]
+
+        def describe() -> str:
+            doc = self.office.desktop.getCurrentComponent()
+            return impl.app_info(doc, APP_INFO_CHARS) if doc is not None and doc.supportsService(impl.service) else ""
+
+        try:
+            return self.office.on_main_thread(describe, timeout_s=5.0)
+        except (ApiError, RuntimeError, AttributeError) as e:  # a document closing under us: no info this step
+            return f"(app info unavailable: {e})"
+
+    def run_api(self, api: str, name: str, args: dict) -> str:
+        """Carry out an application API call on the focused document; its result sentence."""
+        impl = IMPLEMENTATIONS.get(api)
+        if impl is None:
+            raise ApiError(f"{api} is not available on this desktop")
+
+        def call() -> str:
+            doc = self.office.desktop.getCurrentComponent()
+            if doc is None or not doc.supportsService(impl.service):
+                raise ApiError(f"{api} needs a focused {impl.app} document; open or switch to one first")
+            result = getattr(impl(doc), name)(**args)
+            return "Done" if result is None else str(result)
+
+        return self.office.on_main_thread(call)
 
     def _a11y_tree(self, pid: int, app: str) -> str:
         # Calc's own word on where its content ends spares reading ~1,000 empty cells per step.

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import grpc
 
+from computerrl.apis.app_api import ApiError
 from computerrl.apis.parser import InvalidAction, parse_action
 from computerrl.envs.actions import ActionError, GuiActions
 from computerrl.envs.desktop import Desktop, Observation, app_of
@@ -192,7 +193,10 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     def _execute(self, slot: Slot, action) -> str:
         if action.api == "Agent":
             return slot.gui.run(action.name, action.args)
-        raise ActionError(f"{action.api} is not available on this desktop yet")
+        try:
+            return slot.desktop.run_api(action.api, action.name, action.args)
+        except ApiError as e:
+            raise ActionError(str(e)) from None
 
     def _failed(self, slot: Slot, context, error: Exception):
         """The call failed: if the desktop died, replace it and report the episode lost."""

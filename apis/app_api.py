@@ -1,0 +1,61 @@
+"""How an application API call (`CalcTools.set_cell_value(...)`) is carried out on a live document.
+
+An app module (e.g. `apis/calc.py`) declares two classes: the stub class the model sees
+(`@register_api class CalcTools`, signatures and one-line docs) and its implementation
+(`@implements("CalcTools") class CalcApi(AppApi)`), whose methods have the same names and
+parameters and act on the focused document over UNO. Implementations run only inside a
+desktop's env server, on LibreOffice's main thread (see `Office.on_main_thread`); the `uno`
+module is imported inside them, so the parser and the trainer never need LibreOffice.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+from computerrl.apis.registry import REGISTRY
+
+
+class ApiError(Exception):
+    """A call the document cannot carry out (bad cell name, no such sheet…); its message is the result."""
+
+
+class AppApi:
+    """Base of an implementation: one instance per call, bound to the focused document."""
+
+    app: ClassVar[str]  # focused app it needs: "calc", "writer" or "impress"
+    service: ClassVar[str]  # UNO service the document must support
+
+    def __init__(self, doc: Any):
+        self.doc = doc
+
+    @classmethod
+    def app_info(cls, doc: Any, max_chars: int) -> str:
+        """What the observation's `app_info` says about this document ('' = nothing)."""
+        return ""
+
+
+IMPLEMENTATIONS: dict[str, type[AppApi]] = {}  # API class name -> implementation
+
+
+def implements(api: str):
+    """Class decorator: register the implementation of the stub class `api`, checking they match."""
+
+    def wrap(cls: type[AppApi]) -> type[AppApi]:
+        for name, fn in REGISTRY.functions(api).items():
+            method = getattr(cls, name, None)
+            if method is None:
+                raise TypeError(f"{cls.__name__} lacks {api}.{name}")
+            want = list(fn.signature.parameters)
+            got = list(inspect.signature(method).parameters)[1:]  # without self
+            if got != want:
+                raise TypeError(f"{cls.__name__}.{name}{tuple(got)} does not match {api}.{name}{tuple(want)}")
+        IMPLEMENTATIONS[api] = cls
+        return cls
+
+    return wrap
+
+
+def api_for_app(app: str) -> str | None:
+    """The API class shown to the model when `app` ("calc", …) is focused."""
+    return next((api for api, impl in IMPLEMENTATIONS.items() if impl.app == app), None)
