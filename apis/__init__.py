@@ -9,3 +9,4 @@ __all__ = [
     "REGISTRY", "Action", "Agent", "ApiFunction", "ApiRegistry", "InvalidAction", "Len", "Range",
     "Round", "extract_code", "parse_action", "register_api",
 ]
+from computerrl.apis import calc  # noqa: F401  (registers CalcTools)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from computerrl.cli import tasks
 from computerrl.stages import spawn_envs
 
 app = typer.Typer(
@@ -19,10 +20,11 @@ app = typer.Typer(
 
 @app.callback()
 def main() -> None:
-    """Keeps `computerrl` a group of subcommands even while it has only one."""
+    """Keeps `computerrl` a group of subcommands (Typer collapses a lone command into the top level)."""
 
 
 app.command("spawn-envs", help=spawn_envs.HELP)(spawn_envs.command)
+app.add_typer(tasks.app, name="tasks")
 
 if __name__ == "__main__":
     app()

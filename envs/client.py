@@ -104,7 +104,8 @@ class DesktopEnv:
         self.steps += 1
         try:
             r = self.client.step(action, self.episode, self.desktop, screenshot=self.screenshot)
-            score = self.client.evaluate(self.episode, self.desktop) if r.done else None
+            truncated = not r.done and self.steps >= self.max_steps
+            score = self.client.evaluate(self.episode, self.desktop) if r.done or truncated else None
         except EnvLost as e:
             self.aborted = str(e)
             return self._last_obs, 0.0, False, True, {"aborted": self.aborted, "action_valid": False}
@@ -115,7 +116,8 @@ class DesktopEnv:
         reward = 0.0
         if score is not None and score.configured:
             reward = info["score"] = score.score
-        return self._last_obs, reward, r.done, not r.done and self.steps >= self.max_steps, info
+            info["score_detail"] = score.detail
+        return self._last_obs, reward, r.done, truncated, info
 
     def close(self) -> None:
         """Release the env (the desktop itself belongs to its server); safe to call twice."""

@@ -62,9 +62,11 @@ def app_of(window: Window | None) -> str:
 class Desktop:
     """A desktop's processes and state. Not thread-safe: the env server serializes calls."""
 
-    def __init__(self, workdir: Path, *, width: int = 1920, height: int = 1080, a11y_lines: int = 300):
+    def __init__(self, workdir: Path, *, width: int = 1920, height: int = 1080, a11y_lines: int = 300,
+                 file_cache: Path | None = None):
         self.workdir = Path(workdir).resolve()  # LibreOffice takes its profile as a file:// URI
         self.width, self.height, self.a11y_lines = width, height, a11y_lines
+        self.file_cache = Path(file_cache).resolve() if file_cache else None  # tasks' `download` reads it
         self.home = self.workdir / "home"
         self.env: dict[str, str] = {}
         self._procs: dict[str, subprocess.Popen] = {}  # infrastructure: xvfb, dbus, openbox

@@ -33,6 +33,11 @@ from computerrl.apis.parser import InvalidAction, parse_action
 from computerrl.envs.actions import ActionError, GuiActions
 from computerrl.envs.desktop import Desktop, Observation, app_of
 from computerrl.envs.proto import env_pb2, env_pb2_grpc
+from computerrl.envs.tasks import metrics as _metrics  # noqa: F401 - registers the metrics
+from computerrl.envs.tasks import getters as _getters  # noqa: F401 - registers the getters
+from computerrl.envs.tasks.evaluate import evaluate
+from computerrl.envs.tasks.setup import SetupError, run_steps
+from computerrl.envs.tasks.task import Task, TaskError, parse_task
 
 log = logging.getLogger("computerrl.envs.server")
 TOKEN_ENV = "COMPUTERRL_ENV_TOKEN"
@@ -55,6 +60,8 @@ class Slot:
         self.ended = ""  # why the latest episode was lost, if it was
         self.episodes = self.replacements = 0
         self.retry_at = 0.0  # monotonic time before which a failed build is not retried
+        self.task: Task | None = None  # the running (or latest) episode's task
+        self.exit_success: bool | None = None  # what the agent claimed in Agent.exit (None: never exited)
 
     def build(self) -> None:
         """(Re)build the desktop; on failure the slot stays empty with the reason as its problem."""
@@ -128,23 +135,21 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         slot = self._slot(request.desktop, context)
         with slot.lock:
             self._ready(slot, context)
-            try:
-                task = json.loads(request.task_json) if request.task_json else {}
-            except ValueError as e:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"task_json is not JSON: {e}")
-            if not isinstance(task, dict):
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "task_json must be a JSON object (one task)")
-            if task.get("config") or task.get("evaluator"):
-                context.abort(grpc.StatusCode.UNIMPLEMENTED, "task setup steps and evaluators are not supported yet")
+            task = self._task(request.task_json, context)
             for attempt in range(2):  # no episode runs yet: a desktop that dies now is simply replaced
                 try:
                     slot.desktop.reset()
+                    if task is not None:
+                        run_steps(slot.desktop, task.config)
                     obs = slot.desktop.observe(screenshot=request.screenshot)
                     break
+                except SetupError as e:  # the task's fault, not the desktop's
+                    context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task setup failed: {e}")
                 except Exception as e:  # noqa: BLE001 - whatever broke, the desktop tells us whether it died
                     if attempt or not slot.replace_if_dead():
                         self._failed(slot, context, e)
                     self._ready(slot, context)
+            slot.task, slot.exit_success = task, None
             slot.episode = slot.last_episode = secrets.randbits(63) or 1
             slot.ended = ""
             slot.episodes += 1
@@ -184,11 +189,24 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             except Exception as e:  # noqa: BLE001
                 self._failed(slot, context, e)
             if done:
-                slot.episode = 0
+                slot.episode, slot.exit_success = 0, exit_success
             return env_pb2.StepResult(
                 observation=observation_message(obs), action_valid=not isinstance(action, InvalidAction),
                 action_json="" if isinstance(action, InvalidAction) else action.to_json(), exec_result=result,
                 done=done, exit_success=exit_success, elapsed_s=time.perf_counter() - start)
+
+    def _task(self, task_json: str, context) -> Task | None:
+        if not task_json:
+            return None
+        try:
+            task = parse_task(json.loads(task_json))
+        except (ValueError, TaskError) as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad task: {e}")
+        missing = task.unsupported()
+        if missing:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"task {task.id} needs {', '.join(missing)}, "
+                                                            "which this env server does not support")
+        return task
 
     def _execute(self, slot: Slot, action) -> str:
         if action.api == "Agent":
@@ -211,7 +229,15 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         with slot.lock:
             if request.episode != slot.last_episode or slot.ended:
                 self._in_episode(slot, request.episode, context)  # aborts with the reason
-            return env_pb2.Score(score=0.0, configured=False, detail="no evaluator is configured for this episode")
+            if slot.task is None:
+                return env_pb2.Score(score=0.0, configured=False, detail="the episode has no task, so no evaluator")
+            try:
+                score, detail = evaluate(slot.desktop, slot.task, slot.exit_success)
+            except SetupError as e:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"evaluation failed: {e}")
+            except Exception as e:  # noqa: BLE001
+                self._failed(slot, context, e)
+            return env_pb2.Score(score=score, configured=True, detail=detail)
 
     def Health(self, request, context):
         desktops = []
@@ -320,11 +346,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--width", type=int, default=1920)
     p.add_argument("--height", type=int, default=1080)
     p.add_argument("--settle-s", type=float, default=0.03, help="pause between an action and its observation")
+    p.add_argument("--cache", type=Path, default=None,
+                   help="file cache for tasks' downloads: a folder with index.json mapping URL -> file")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = EnvServer(host=args.host, port=args.port, desktops=args.desktops, workdir=args.workdir,
                        token=os.environ.get(TOKEN_ENV, ""), settle_s=args.settle_s,
-                       width=args.width, height=args.height).start()
+                       width=args.width, height=args.height, file_cache=args.cache).start()
     print(f"LISTENING {server.port}", flush=True)
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack to the log
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop off the handler: a second signal must not deadlock it

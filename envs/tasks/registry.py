@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Callable
 
 METRICS: dict[str, Callable[..., float]] = {}  # name -> metric(result, expected, **options) -> score in [0, 1]
+SETUP_STEPS: dict[str, Callable] = {}  # step type -> step(desktop, **parameters); run in the env server
+GETTERS: dict[str, Callable] = {}  # getter type -> getter(desktop, spec) -> what a metric compares
 
 
 def metric(name: str):

@@ -1,0 +1,47 @@
+"""Scoring an episode with its task's evaluator, the way OSWorld combines metrics.
+
+`conj: "and"` — any metric at 0 scores 0, else the mean; `"or"` — any metric at 1 scores 1, else
+the best. `infeasible` tasks score 1 when the agent gave up (`Agent.exit(False)`), and no other
+task gives credit for giving up.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from computerrl.envs.tasks.getters import fetch
+from computerrl.envs.tasks.registry import get_metric
+from computerrl.envs.tasks.setup import run_steps
+from computerrl.envs.tasks.task import Task
+
+if TYPE_CHECKING:
+    from computerrl.envs.desktop import Desktop
+
+
+def _per_metric(value, n: int) -> list:
+    return value if isinstance(value, list) else [value] * n
+
+
+def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple[float, str]:
+    """(score in [0, 1], what decided it). `exit_success`: the agent's Agent.exit claim, None if it never exited."""
+    if task.metrics == ["infeasible"]:
+        gave_up = exit_success is False
+        return float(gave_up), "infeasible task: " + ("the agent gave up" if gave_up else "the agent did not give up")
+    if exit_success is False:
+        return 0.0, "the agent gave up on a feasible task"
+    ev, n = task.evaluator, len(task.metrics)
+    run_steps(desktop, ev.get("postconfig", []))
+    results, expected = _per_metric(ev.get("result"), n), _per_metric(ev.get("expected"), n)
+    options = _per_metric(ev.get("options") or {}, n)
+    conj, scores = ev.get("conj", "and"), []
+    with tempfile.TemporaryDirectory(prefix="computerrl-eval-") as out:
+        for name, res, exp, opts in zip(task.metrics, results, expected, options):
+            score = float(get_metric(name)(fetch(desktop, res, Path(out)), fetch(desktop, exp, Path(out)),
+                                           **(opts or {})))
+            scores.append(score)
+            if conj == "and" and score == 0.0 or conj == "or" and score == 1.0:
+                break
+    total = (0.0 if 0.0 in scores else sum(scores) / len(scores)) if conj == "and" else max(scores)
+    return total, ", ".join(f"{m}={s:g}" for m, s in zip(task.metrics, scores))

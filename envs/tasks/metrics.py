@@ -1,0 +1,12 @@
+"""Every metric a task may name, registered on import: `import computerrl.envs.tasks.metrics`.
+
+| module | metrics |
+|---|---|
+| metrics_basic | compare_text_file, check_include_exclude, exact_match, infeasible |
+| metrics_table | compare_table (rules in TABLE_RULES), compare_csv |
+| metrics_docs | compare_docx_files, compare_pptx_files |
+| metrics_office_world | compare_spreadsheet, simple_docx_compare, simple_pptx_compare |
+"""
+
+from computerrl.envs.tasks import metrics_basic, metrics_docs, metrics_office_world, metrics_table  # noqa: F401
+from computerrl.envs.tasks.metrics_table import TABLE_RULES, check_table_rules  # noqa: F401

@@ -1,0 +1,128 @@
+"""One task in OSWorld's JSON format, loaded and checked field by field.
+
+    {"id": "...", "instruction": "...", "snapshot": "libreoffice_calc", "source": "...",
+     "config": [{"type": "open", "parameters": {"path": "/home/user/a.xlsx"}}, ...],
+     "related_apps": ["libreoffice_calc"],
+     "evaluator": {"func": "compare_table" | [...], "conj": "and" | "or",
+                   "result": {"type": "vm_file", ...} | [...], "expected": {...} | [...],
+                   "options": {...} | [...], "postconfig": [...]}}
+
+A malformed file fails with a `TaskError` that names the file and the field; `unsupported()`
+names every setup step, getter and metric the task uses that this build cannot run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from computerrl.envs.tasks.registry import GETTERS, METRICS, SETUP_STEPS
+
+
+class TaskError(ValueError):
+    """A task file that is not a valid task; the message names the file and the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    id: str
+    instruction: str
+    config: list[dict[str, Any]]  # setup steps: {"type": ..., "parameters": {...}}
+    evaluator: dict[str, Any]
+    snapshot: str = ""
+    source: str = ""
+    related_apps: list[str] = dataclasses.field(default_factory=list)
+    path: str = ""  # the file it came from ("" when built in memory)
+
+    @property
+    def metrics(self) -> list[str]:
+        func = self.evaluator["func"]
+        return [func] if isinstance(func, str) else list(func)
+
+    @property
+    def getters(self) -> list[dict[str, Any]]:
+        """Every getter spec of the evaluator (result and expected, single or lists)."""
+        out = []
+        for key in ("result", "expected"):
+            spec = self.evaluator.get(key)
+            out += spec if isinstance(spec, list) else [spec] if spec else []
+        return out
+
+    def unsupported(self) -> list[str]:
+        """What this task needs that is not registered, e.g. ["setup step 'download'", "metric 'x'"]."""
+        from computerrl.envs.tasks import getters, metrics, setup  # noqa: F401 - they fill the registries
+
+        steps = [s["type"] for s in self.config + self.evaluator.get("postconfig", [])]
+        missing = [f"setup step {t!r}" for t in dict.fromkeys(steps) if t not in SETUP_STEPS]
+        missing += [f"getter {g['type']!r}" for g in self.getters if g["type"] not in GETTERS]
+        missing += [f"metric {m!r}" for m in dict.fromkeys(self.metrics) if m not in METRICS]
+        options = self.evaluator.get("options") or {}
+        for name, opts in zip(self.metrics, options if isinstance(options, list) else [options] * len(self.metrics)):
+            if name == "compare_table":
+                try:
+                    metrics.check_table_rules((opts or {}).get("rules", []))
+                except ValueError as e:
+                    missing.append(str(e).split(";")[0])  # "compare_table rule 'sheet_print' is not supported"
+        return missing
+
+
+def load_task(path: Path | str) -> Task:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskError(f"{path}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise TaskError(f"{path}: not JSON: {e}") from None
+    return parse_task(data, str(path))
+
+
+def parse_task(data: Any, where: str = "<task>") -> Task:
+    def need(cond: bool, field: str, what: str) -> None:
+        if not cond:
+            raise TaskError(f"{where}: field {field!r}: {what}")
+
+    need(isinstance(data, dict), "(top level)", "expected a JSON object")
+    for key in ("id", "instruction"):
+        need(isinstance(data.get(key), str) and data[key].strip() != "", key, "expected a non-empty string")
+    config = data.get("config", [])
+    need(isinstance(config, list), "config", "expected a list of setup steps")
+    for i, step in enumerate(config):
+        _check_step(step, f"config[{i}]", need)
+    ev = data.get("evaluator")
+    need(isinstance(ev, dict), "evaluator", "expected an object")
+    func = ev.get("func")
+    need(isinstance(func, str) or (isinstance(func, list) and func and all(isinstance(f, str) for f in func)),
+         "evaluator.func", "expected a metric name or a non-empty list of them")
+    n = 1 if isinstance(func, str) else len(func)
+    need(ev.get("conj", "and") in ("and", "or"), "evaluator.conj", 'expected "and" or "or"')
+    for key in ("result", "expected"):
+        spec = ev.get(key)
+        if spec is None and (key == "expected" or func == "infeasible"):
+            continue  # some metrics compare against options only; infeasible needs no result
+        specs = spec if isinstance(spec, list) else [spec]
+        one_per_metric = isinstance(spec, list) and len(spec) == n if isinstance(func, list) else isinstance(spec, dict)
+        need(one_per_metric, f"evaluator.{key}", f"expected a list of {n} getters (one per metric)"
+             if isinstance(func, list) else "expected a getter object")
+        for i, s in enumerate(specs):
+            need(isinstance(s, dict) and isinstance(s.get("type"), str), f"evaluator.{key}[{i}].type"
+                 if isinstance(spec, list) else f"evaluator.{key}.type", "expected a getter type (string)")
+    options = ev.get("options", {})
+    need(isinstance(options, dict) or (isinstance(func, list) and isinstance(options, list) and len(options) == n),
+         "evaluator.options", f"expected an object, or a list of {n} (one per metric)")
+    post = ev.get("postconfig", [])
+    need(isinstance(post, list), "evaluator.postconfig", "expected a list of setup steps")
+    for i, step in enumerate(post):
+        _check_step(step, f"evaluator.postconfig[{i}]", need)
+    apps = data.get("related_apps", [])
+    need(isinstance(apps, list) and all(isinstance(a, str) for a in apps), "related_apps", "expected a list of strings")
+    return Task(id=data["id"], instruction=data["instruction"], config=config, evaluator=ev,
+                snapshot=str(data.get("snapshot", "")), source=str(data.get("source", "")), related_apps=apps,
+                path=where)
+
+
+def _check_step(step: Any, field: str, need) -> None:
+    need(isinstance(step, dict) and isinstance(step.get("type"), str), f"{field}.type", "expected a step type")
+    need(isinstance(step.get("parameters", {}), dict), f"{field}.parameters", "expected an object")

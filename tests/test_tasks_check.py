@@ -1,0 +1,98 @@
+"""Task files in OSWorld's format: field-by-field errors, and `computerrl tasks check`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from computerrl.cli.main import app
+from computerrl.envs.tasks.task import TaskError, load_task, parse_task
+
+CALC_TASK = {  # the shape of OSWorld's libreoffice_calc tasks
+    "id": "calc-sum-0001", "snapshot": "libreoffice_calc", "source": "handwritten",
+    "instruction": "Put the sum of A1:A3 in A4.",
+    "config": [{"type": "download", "parameters": {"files": [{"url": "https://example.org/a.xlsx",
+                                                              "path": "/home/user/a.xlsx"}]}},
+               {"type": "open", "parameters": {"path": "/home/user/a.xlsx"}}],
+    "related_apps": ["libreoffice_calc"],
+    "evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/a.xlsx", "dest": "a.xlsx"},
+                  "expected": {"type": "cloud_file", "path": "https://example.org/a-gold.xlsx", "dest": "gold.xlsx"},
+                  "options": {"rules": [{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]},
+                  "postconfig": [{"type": "sleep", "parameters": {"seconds": 1}}]},
+}
+
+
+def write(folder, name, data):
+    path = folder / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def test_a_well_formed_task_loads_with_its_metrics_and_getters(tmp_path):
+    task = load_task(write(tmp_path, "t.json", CALC_TASK))
+    assert task.id == "calc-sum-0001" and task.metrics == ["compare_table"]
+    assert [g["type"] for g in task.getters] == ["vm_file", "cloud_file"]
+
+
+@pytest.mark.parametrize("patch, field", [
+    ({"id": 7}, "'id'"),
+    ({"instruction": ""}, "'instruction'"),
+    ({"config": {"type": "open"}}, "'config'"),
+    ({"config": [{"parameters": {}}]}, "'config[0].type'"),
+    ({"evaluator": {"func": 3}}, "'evaluator.func'"),
+    ({"evaluator": {**CALC_TASK["evaluator"], "conj": "xor"}}, "'evaluator.conj'"),
+    ({"evaluator": {**CALC_TASK["evaluator"], "func": ["compare_table", "exact_match"]}}, "'evaluator.result'"),
+    ({"evaluator": {**CALC_TASK["evaluator"], "result": {"path": "x"}}}, "'evaluator.result.type'"),
+])
+def test_a_malformed_task_names_the_file_and_the_field(tmp_path, patch, field):
+    path = write(tmp_path, "bad.json", {**CALC_TASK, **patch})
+    with pytest.raises(TaskError) as e:
+        load_task(path)
+    assert str(path) in str(e.value) and field in str(e.value)
+
+
+def test_not_json_names_the_file(tmp_path):
+    path = write(tmp_path, "broken.json", "{ not json")
+    with pytest.raises(TaskError, match="broken.json: not JSON"):
+        load_task(path)
+
+
+def test_unsupported_needs_are_named():
+    task = parse_task({**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"], "func": "no_such_metric"}})
+    missing = task.unsupported()
+    assert "metric 'no_such_metric'" in missing
+
+
+def test_an_unsupported_compare_table_rule_is_named_at_load_time():
+    task = parse_task({**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"],
+                                                  "options": {"rules": [{"type": "sheet_print"}]}}})
+    assert task.unsupported() == ["compare_table rule 'sheet_print' is not supported"]
+
+
+def test_tasks_check_reports_every_file_and_survives_bad_ones(tmp_path):
+    write(tmp_path, "good.json", CALC_TASK)
+    write(tmp_path, "bad.json", {**CALC_TASK, "evaluator": {"func": 3}})
+    write(tmp_path, "needs.json", {**CALC_TASK, "config": [{"type": "teleport"}], "evaluator": {
+        **CALC_TASK["evaluator"], "func": "no_such_metric", "result": {"type": "vm_mind_reader"}}})
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "sub", "worse.json", "[1, 2")
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path), "--verbose"])
+    assert result.exit_code == 1
+    assert "4 task files: 1 load and are supported, 1 need what this build lacks, 2 malformed" in result.output
+    assert "bad.json: field 'evaluator.func'" in result.output
+    assert "worse.json: not JSON" in result.output
+    assert ("needs.json: needs setup step 'teleport', getter 'vm_mind_reader', metric 'no_such_metric'"
+            in result.output)
+
+
+def test_tasks_check_exits_zero_when_everything_loads(tmp_path):
+    write(tmp_path, "good.json", CALC_TASK)
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path)])
+    assert result.exit_code == 0 and "1 load and are supported" in result.output
+
+
+def test_tasks_check_on_an_empty_folder_is_a_clear_error(tmp_path):
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path)])
+    assert result.exit_code != 0 and "no *.json files" in result.output

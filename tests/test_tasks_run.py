@@ -1,0 +1,133 @@
+"""Hand-written OSWorld-format tasks (os, calc, writer, infeasible) set up and score on a real desktop."""
+
+from __future__ import annotations
+
+import json
+
+import docx
+import openpyxl
+import pytest
+
+from computerrl.envs.client import DesktopEnv, EnvError
+from computerrl.envs.scripted import response
+
+pytestmark = pytest.mark.desktop
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A file cache: index.json maps the URLs tasks name to local files (nothing is downloaded)."""
+    root = tmp_path_factory.mktemp("cache")
+    wb = openpyxl.Workbook()
+    for i, v in enumerate([1, 2, 3], start=1):
+        wb.active.cell(row=i, column=1, value=v)
+    wb.save(root / "numbers.xlsx")
+    wb.active.cell(row=4, column=1, value=6)
+    wb.save(root / "numbers-gold.xlsx")
+    gold = docx.Document()
+    gold.add_paragraph("Dear team")
+    gold.save(root / "letter-gold.docx")
+    docx.Document().save(root / "letter.docx")
+    (root / "hello-gold.txt").write_text("hi\n")
+    (root / "index.json").write_text(json.dumps({
+        "https://example.org/numbers.xlsx": "numbers.xlsx", "https://example.org/numbers-gold.xlsx": "numbers-gold.xlsx",
+        "https://example.org/letter.docx": "letter.docx", "https://example.org/letter-gold.docx": "letter-gold.docx",
+        "https://example.org/hello-gold.txt": "hello-gold.txt"}))
+    return root
+
+
+@pytest.fixture
+def task_env(server, cache):
+    server[0].slots[0].desktop.file_cache = cache  # white box: the server's --cache
+    return DesktopEnv(server[1], 0, max_steps=30)
+
+
+def play(env, task, codes):
+    env.reset(options={"task": task})
+    for code in codes:
+        obs, reward, terminated, truncated, info = env.step(response(code))
+        assert not info["aborted"], info["aborted"]
+    assert terminated
+    return reward, info
+
+
+OS_TASK = {
+    "id": "os-hello", "instruction": "Write 'hi' into ~/Documents/hello.txt.", "snapshot": "os",
+    "config": [{"type": "execute", "parameters": {"command": ["mkdir", "-p", "/home/user/Documents"]}}],
+    "evaluator": {"func": "compare_text_file",
+                  "result": {"type": "vm_file", "path": "/home/user/Documents/hello.txt", "dest": "hello.txt"},
+                  "expected": {"type": "cloud_file", "path": "https://example.org/hello-gold.txt", "dest": "g.txt"}},
+}
+
+
+def test_os_task_scores_one_when_done_and_zero_when_not(task_env):
+    reward, info = play(task_env, OS_TASK, ["Agent.open_app('terminal')",
+                                            "Agent.type(text='echo hi > ~/Documents/hello.txt', enter=True)",
+                                            "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+    reward, _ = play(task_env, OS_TASK, ["Agent.exit(True)"])
+    assert reward == 0.0
+
+
+CALC_TASK = {
+    "id": "calc-sum", "instruction": "Put the sum of A1:A3 into A4 and save.", "snapshot": "libreoffice_calc",
+    "config": [{"type": "download", "parameters": {"files": [{"url": "https://example.org/numbers.xlsx",
+                                                              "path": "/home/user/numbers.xlsx"}]}},
+               {"type": "open", "parameters": {"path": "/home/user/numbers.xlsx"}}],
+    "related_apps": ["libreoffice_calc"],
+    "evaluator": {"func": "compare_table",
+                  "result": {"type": "vm_file", "path": "/home/user/numbers.xlsx", "dest": "numbers.xlsx"},
+                  "expected": {"type": "cloud_file", "path": "https://example.org/numbers-gold.xlsx",
+                               "dest": "gold.xlsx"},
+                  "options": {"rules": [{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}},
+}
+
+
+def test_calc_task_downloads_opens_and_scores(task_env):
+    solution = ["Agent.hotkey(['ctrl', 'Home'])"] + ["Agent.hotkey(['down'])"] * 3 + [
+        "Agent.type(text='=SUM(A1:A3)', enter=True)", "Agent.hotkey(['ctrl', 's'])", "Agent.wait()",
+        "Agent.exit(True)"]
+    obs, _ = task_env.reset(options={"task": CALC_TASK})
+    assert obs["focused_app"] == "calc"
+    reward, info = play(task_env, CALC_TASK, solution)
+    assert reward == 1.0, info
+    reward, _ = play(task_env, CALC_TASK, ["Agent.exit(True)"])
+    assert reward == 0.0
+
+
+WRITER_TASK = {
+    "id": "writer-greeting", "instruction": "Write 'Dear team' and save.", "snapshot": "libreoffice_writer",
+    "config": [{"type": "download", "parameters": {"files": [{"url": "https://example.org/letter.docx",
+                                                              "path": "/home/user/letter.docx"}]}},
+               {"type": "open", "parameters": {"path": "/home/user/letter.docx"}}],
+    "evaluator": {"func": "compare_docx_files",
+                  "result": {"type": "vm_file", "path": "/home/user/letter.docx", "dest": "letter.docx"},
+                  "expected": {"type": "cloud_file", "path": "https://example.org/letter-gold.docx",
+                               "dest": "gold.docx"}},
+}
+
+
+def test_writer_task_scores(task_env):
+    reward, info = play(task_env, WRITER_TASK, ["Agent.type(text='Dear team')", "Agent.hotkey(['ctrl', 's'])",
+                                                "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+
+
+def test_infeasible_task_rewards_giving_up_only(task_env):
+    task = {"id": "impossible", "instruction": "Print to the moon.", "config": [],
+            "evaluator": {"func": "infeasible"}}
+    assert play(task_env, task, ["Agent.exit(False)"])[0] == 1.0
+    assert play(task_env, task, ["Agent.exit(True)"])[0] == 0.0
+
+
+def test_an_uncached_url_fails_setup_with_the_url(task_env):
+    task = {**CALC_TASK, "config": [{"type": "download", "parameters": {"files": [
+        {"url": "https://example.org/missing.xlsx", "path": "/home/user/m.xlsx"}]}}]}
+    with pytest.raises(EnvError, match="https://example.org/missing.xlsx is not in the file cache"):
+        task_env.reset(options={"task": task})
+
+
+def test_an_unsupported_metric_is_refused_by_name(task_env):
+    task = {**OS_TASK, "evaluator": {**OS_TASK["evaluator"], "func": "no_such_metric"}}
+    with pytest.raises(EnvError, match="metric 'no_such_metric'"):
+        task_env.reset(options={"task": task})
