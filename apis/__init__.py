@@ -10,3 +10,4 @@ __all__ = [
     "Round", "extract_code", "parse_action", "register_api",
 ]
 from computerrl.apis import calc  # noqa: F401  (registers CalcTools)
+from computerrl.apis import impress  # noqa: F401  (registers ImpressTools)
