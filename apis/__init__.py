@@ -11,3 +11,4 @@ __all__ = [
 ]
 from computerrl.apis import calc  # noqa: F401  (registers CalcTools)
 from computerrl.apis import impress  # noqa: F401  (registers ImpressTools)
+from computerrl.apis import writer  # noqa: F401  (registers WriterTools)
