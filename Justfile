@@ -46,6 +46,21 @@ demo count=envs: install
 bench-envs *args: install
     {{venv}}/python -m computerrl.bench.bench_envs {{args}}
 
+# Task-suite benchmarks: generation time, replay steps/s, per-domain counts (JSON last line).
+[group("bench")]
+bench-tasks *args: install
+    {{venv}}/python -m computerrl.bench.bench_tasks {{args}}
+
+# Check a folder of OSWorld-format task files: what loads, what this build lacks.
+[group("tasks")]
+tasks-check dir:
+    {{venv}}/computerrl tasks check {{dir}}
+
+# Generate the task suites (train/test + file cache), replaying every reference solution.
+[group("tasks")]
+tasks-build out=(runs / "tasks") *args="":
+    {{venv}}/computerrl tasks build --out {{out}} {{args}}
+
 # Build the desktop image for --backend docker (needs a Docker engine).
 [group("setup")]
 docker-image tag="computerrl-desktop:latest":

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from computerrl.cli.options import OutDir, Seed
+
 app = typer.Typer(help="Task files in OSWorld's JSON format: check what this build can run.", no_args_is_help=True)
 
 
@@ -53,3 +55,31 @@ def check(
     if unsupported and not verbose:
         console.print("(--verbose lists the unsupported files one by one)")
     raise typer.Exit(0 if len(ok) == len(files) else 1)
+
+
+@app.command("build", help="Generate a task suite offline from templates x parameters (train and test never share "
+             "an instance), write its files cache, and (with --replay) replay every reference solution on real "
+             "desktops, keeping only tasks that score 1.0 and writing the replays as an expert step dataset.")
+def build(
+    out: OutDir,
+    train: Annotated[int, typer.Option(help="Train instances to generate.")] = 2000,
+    test: Annotated[int, typer.Option(help="Test instances to generate.")] = 300,
+    seed: Seed = 0,
+    templates: Annotated[str, typer.Option(help="Comma-separated template names (default: all; an unknown name "
+                                            "lists the known ones).")] = "",
+    replay: Annotated[bool, typer.Option("--replay/--no-replay", help="Replay reference solutions on desktops "
+                                         "and keep only the tasks that score 1.0.")] = True,
+    envs: Annotated[int, typer.Option("--envs", help="Local env servers replaying in parallel.")] = 2,
+    workdir: Annotated[str, typer.Option(help="Where the env servers keep their state (default: OUT/.envs).")] = "",
+):
+    import json
+
+    from computerrl.data.suites.build import BuildConfig, run
+
+    try:
+        cfg = BuildConfig(out=out, train=train, test=test, seed=seed, templates=templates, replay=replay, envs=envs,
+                          workdir=workdir)
+    except (ValueError, KeyError) as e:
+        raise typer.BadParameter(str(e).strip('"')) from None
+    summary = run(cfg)
+    typer.echo(json.dumps({k: v for k, v in summary.items() if k != "dropped"}))

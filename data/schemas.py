@@ -23,3 +23,42 @@ def check_columns(ds: datasets.Dataset, required: list[str], what: str) -> None:
     missing = [c for c in required if c not in ds.column_names]
     if missing:
         raise ValueError(f"{what} lacks column(s) {', '.join(missing)}; has {', '.join(ds.column_names)}")
+
+
+# --- task dataset (`tasks build` output, read by rollout / eval / sft) ------------------------
+TASK_FEATURES = datasets.Features({
+    "task_id": datasets.Value("string"),  # unique; "<template>-s<seed>-<index>" for generated tasks
+    "domain": datasets.Value("string"),  # "calc", "writer", "files", "multi", …
+    "template": datasets.Value("string"),  # generating template ("" for hand-written tasks)
+    "instruction": datasets.Value("string"),
+    "task_json": datasets.Value("string"),  # the whole OSWorld-format task, JSON
+    "solution": datasets.Sequence(datasets.Value("string")),  # reference solution: one action code line per step
+    "gui_solution": datasets.Sequence(datasets.Value("string")),  # Agent.*-only solution ([] = none)
+})
+TASK_COLUMNS = list(TASK_FEATURES)
+
+# --- step dataset (rollout output, grpo input; `tasks build` writes expert replays with it) ----
+MESSAGE = {"role": datasets.Value("string"), "content": datasets.Value("string")}
+STEP_FEATURES = datasets.Features({
+    "task_id": datasets.Value("string"),
+    "domain": datasets.Value("string"),
+    "group_id": datasets.Value("string"),  # task × iteration: the GRPO group
+    "sample": datasets.Value("int32"),  # 0..G-1 within the group
+    "step": datasets.Value("int32"),  # 0-based step of the trajectory
+    "messages": [MESSAGE],  # the exact chat the model saw
+    "response": datasets.Value("string"),  # the model's text answer
+    "prompt_ids": datasets.Sequence(datasets.Value("int32")),
+    "response_ids": datasets.Sequence(datasets.Value("int32")),
+    "behavior_logprobs": datasets.Sequence(datasets.Value("float32")),  # per response token, from the sampler
+    "action": datasets.Value("string"),  # the parsed action, JSON ("" when invalid)
+    "action_valid": datasets.Value("bool"),
+    "exec_result": datasets.Value("string"),
+    "success": datasets.Value("bool"),  # trajectory outcome (score == 1)
+    "score": datasets.Value("float32"),  # evaluator output of the trajectory
+    "reward": datasets.Value("float32"),  # step reward: success and action valid (GRPO rule)
+    "done": datasets.Value("bool"),  # last step of the trajectory
+    "env_id": datasets.Value("string"),
+    "policy_version": datasets.Value("string"),  # checkpoint that sampled it ("expert" for reference solutions)
+    "error": datasets.Value("string"),  # why the trajectory was aborted ("" = it was not)
+})
+STEP_COLUMNS = list(STEP_FEATURES)

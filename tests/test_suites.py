@@ -1,0 +1,150 @@
+"""Generated task suites: deterministic, split cleanly, loadable; reference solutions score 1.0
+on a real desktop and a broken one is dropped."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+import datasets
+import pytest
+from typer.testing import CliRunner
+
+from computerrl.cli.main import app
+from computerrl.data.suites import DOMAINS, all_templates, get_template, make
+from computerrl.data.suites.build import generate, write_files
+from computerrl.envs.tasks.task import parse_task
+
+
+def _digest(instances):
+    h = hashlib.sha256()
+    for i in instances:
+        h.update(json.dumps([i.task, i.solution, i.gui_solution], sort_keys=True).encode())
+        for name in sorted(i.files):
+            h.update(name.encode() + i.files[name])
+    return h.hexdigest()
+
+
+def test_generation_is_deterministic_per_seed_and_splits_are_disjoint():
+    train, test = generate(60, 20, seed=3)
+    again_train, again_test = generate(60, 20, seed=3)
+    assert _digest(train) == _digest(again_train) and _digest(test) == _digest(again_test)
+    assert _digest(generate(60, 20, seed=4)[0]) != _digest(train)
+    assert len(train) == 60 and len(test) == 20
+    assert not {i.task_id for i in train} & {i.task_id for i in test}
+    assert not {i.fingerprint for i in train} & {i.fingerprint for i in test}  # not even the same parameters
+    assert {i.domain for i in test} == set(DOMAINS)  # small suites still mix the domains
+
+
+def test_every_template_makes_loadable_supported_tasks():
+    templates = all_templates()
+    assert len(templates) >= 20
+    for t in templates:
+        for index in range(3):
+            inst = make(t.name, 0, index)
+            task = parse_task(inst.task, inst.task_id)
+            assert task.unsupported() == [], (t.name, task.unsupported())
+            assert inst.solution[-1] == "Agent.exit(True)", t.name
+            assert all(line.startswith("Agent.") for line in inst.gui_solution), t.name
+            urls = [f["url"] for s in inst.task["config"] if s["type"] == "download" for f in s["parameters"]["files"]]
+            urls += [g["path"] for g in task.getters if g["type"] == "cloud_file"]
+            assert {u.rsplit("/", 1)[-1] for u in urls} <= set(inst.files), t.name  # every URL is served
+            assert all(inst.task_id in u for u in urls)
+
+
+def test_an_unknown_template_names_the_known_ones():
+    with pytest.raises(KeyError, match="calc_column_stat"):
+        get_template("no_such_template")
+
+
+def test_build_command_writes_both_splits_and_the_cache(tmp_path):
+    out = tmp_path / "suite"
+    result = CliRunner().invoke(app, ["tasks", "build", "--out", str(out), "--train", "6", "--test", "2",
+                                      "--no-replay"])
+    assert result.exit_code == 0, result.output
+    train, test = datasets.load_from_disk(str(out / "train")), datasets.load_from_disk(str(out / "test"))
+    assert (len(train), len(test)) == (6, 2)
+    assert set(train.column_names) == {"task_id", "domain", "template", "instruction", "task_json", "solution",
+                                       "gui_solution"}
+    assert not set(train["task_id"]) & set(test["task_id"])
+    index = json.loads((out / "files" / "index.json").read_text())
+    for row in list(train) + list(test):
+        task = json.loads(row["task_json"])
+        for step in task["config"]:
+            for f in step["parameters"].get("files", []):
+                assert (out / "files" / index[f["url"]]).is_file()
+    assert (out / "train" / "lineage.json").exists()
+
+
+def test_build_rejects_an_unknown_template(tmp_path):
+    result = CliRunner().invoke(app, ["tasks", "build", "--out", str(tmp_path), "--templates", "nope", "--no-replay"])
+    assert result.exit_code != 0 and "calc_column_stat" in result.output
+
+
+# --- real desktop ---------------------------------------------------------------------------
+
+SAMPLES = ["calc_column_stat", "writer_append_paragraph", "files_rename", "multi_text_to_sheet"]
+
+
+@pytest.fixture(scope="module")
+def replayed(server, tmp_path_factory):
+    """One instance per domain plus a deliberately broken copy, replayed through an EnvPool."""
+    from computerrl.data.suites.replay import replay_all
+    from computerrl.envs.backends.base import EnvHandle
+    from computerrl.envs.pool import EnvPool
+
+    srv, client = server
+    instances = [make(name, 7, 0) for name in SAMPLES]
+    broken = dataclasses.replace(make("calc_sort_column", 7, 0))
+    broken.task = {**broken.task, "id": "broken-sort"}
+    broken.solution = ["CalcTools.save()", "Agent.exit(True)"]  # saves the unsorted sheet
+    files = tmp_path_factory.mktemp("suite-files")
+    write_files(instances + [broken, make("calc_sort_column", 7, 0)], files)
+    srv.slots[0].desktop.file_cache = files  # white box: the server's --cache
+    pool = EnvPool([EnvHandle("test", f"127.0.0.1:{srv.port}", "local")], max_steps=30)
+    results = replay_all(pool, instances + [broken])
+    pool.close()
+    return instances, results
+
+
+@pytest.mark.desktop
+def test_one_instance_per_domain_replays_to_one(replayed):
+    instances, results = replayed
+    for inst, r in zip(instances, results):
+        assert r.kept and r.score == 1.0, (inst.template, r.reason)
+        rows = r.steps
+        assert len(rows) == len(inst.solution) and rows[-1]["done"] and all(row["success"] for row in rows)
+        assert all(row["reward"] == 1.0 for row in rows)
+        assert rows[0]["messages"][0]["content"] == inst.task["instruction"]
+        assert json.loads(rows[0]["action"])  # the parsed action, as JSON
+
+
+@pytest.mark.desktop
+def test_a_broken_reference_solution_is_dropped_with_its_score(replayed):
+    _, results = replayed
+    broken = results[-1]
+    assert not broken.kept and broken.steps == []
+    assert broken.reason.startswith("score 0"), broken.reason
+
+
+@pytest.mark.desktop
+def test_expert_steps_fit_the_step_schema(replayed):
+    from computerrl.data.schemas import STEP_FEATURES
+    from computerrl.data.suites.replay import step_rows
+
+    ds = datasets.Dataset.from_list(step_rows(replayed[1]), features=STEP_FEATURES)
+    assert len(ds) == sum(len(i.solution) for i in replayed[0])
+    assert ds[0]["prompt_ids"] == [] and ds[0]["policy_version"] == "expert"
+
+
+def test_build_options_and_config_fields_never_drift_apart():
+    import inspect
+
+    from computerrl.cli.tasks import build
+    from computerrl.data.suites.build import BuildConfig
+
+    params = {n: p.default for n, p in inspect.signature(build).parameters.items() }
+    fields = {f.name: f.default for f in dataclasses.fields(BuildConfig)}
+    assert list(params) == list(fields)
+    assert all(params[n] == fields[n] for n in fields if n != "out")
