@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -96,6 +97,10 @@ class Desktop:
         display = self._start_xvfb()
         base = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL")}
         base[MARKER] = self.marker
+        # Tasks' own scripts (OSWorld's `python -c "import pyautogui; …"` steps) get this
+        # environment's python and the pyautogui stand-in of envs/compat, on this display.
+        base["PATH"] = f"{Path(sys.executable).parent}:{base.get('PATH', '')}"
+        base["PYTHONPATH"] = str(Path(__file__).parent / "compat")
         base.update(DISPLAY=display, HOME=str(self.home), XDG_RUNTIME_DIR=str(self.workdir / "run"),
                     XDG_CONFIG_HOME=str(self.workdir / "config"), LANG=base.get("LANG", "C.UTF-8"))
         self.env = office_env(base)

@@ -131,3 +131,14 @@ def test_an_unsupported_metric_is_refused_by_name(task_env):
     task = {**OS_TASK, "evaluator": {**OS_TASK["evaluator"], "func": "no_such_metric"}}
     with pytest.raises(EnvError, match="metric 'no_such_metric'"):
         task_env.reset(options={"task": task})
+
+
+def test_osworld_postconfig_saves_through_pyautogui_on_the_desktop(task_env):
+    """OfficeWorld's tasks save the document in their postconfig with pyautogui: it must reach the desktop."""
+    task = {**WRITER_TASK, "evaluator": {**WRITER_TASK["evaluator"], "postconfig": [
+        {"type": "activate_window", "parameters": {"window_name": "letter.docx - LibreOffice Writer", "strict": True}},
+        {"type": "execute", "parameters": {"command": ["python", "-c",
+                                                       "import pyautogui; pyautogui.hotkey(\"ctrl\", \"s\");"]}},
+        {"type": "sleep", "parameters": {"seconds": 1.0}}]}}
+    reward, info = play(task_env, task, ["Agent.type(text='Dear team')", "Agent.exit(True)"])  # no save by the agent
+    assert reward == 1.0, info
