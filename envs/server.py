@@ -5,7 +5,8 @@
 It binds to loopback unless told otherwise; bound wider it refuses to start without a shared
 token (`COMPUTERRL_ENV_TOKEN`), which every call must then carry. A desktop that dies (Xvfb,
 D-Bus, soffice…) is rebuilt by a watchdog; the episode it was serving is reported lost
-(gRPC ABORTED), which clients record as an aborted episode, never as a failure.
+(gRPC ABORTED), which clients record as an aborted episode, never as a failure. Reset runs a
+task's setup steps (`envs/tasks/setup.py`, files from `--cache`), Evaluate its evaluator.
 """
 
 from __future__ import annotations
