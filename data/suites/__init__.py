@@ -27,7 +27,7 @@ from typing import Any, Callable
 URL_PREFIX = "computerrl://suite/"
 SUITE = URL_PREFIX + "{task_id}/"  # templates write SUITE + "file.xlsx"; make() fills the id in
 HOME = "/home/user"  # OSWorld's home; the desktop maps it to its own
-DOMAINS = ("calc", "writer", "files", "multi")
+DOMAINS = ("calc", "writer", "impress", "files", "multi")
 
 
 @dataclasses.dataclass
@@ -101,8 +101,8 @@ def make(name: str, seed: int, index: int) -> Instance:
 
 
 def _load() -> None:
-    from computerrl.data.suites import (templates_calc, templates_files, templates_multi,  # noqa: F401
-                                        templates_writer)
+    from computerrl.data.suites import (templates_calc, templates_files, templates_impress,  # noqa: F401
+                                        templates_multi, templates_writer)
 
 
 # --- helpers the templates share --------------------------------------------------------------

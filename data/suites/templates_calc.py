@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from computerrl.data.suites import (GUI_SAVE_EXIT, PEOPLE, SAVE_EXIT, SHEET_DATA, WORDS, calc_task, goto_cell,
                                     template, xlsx)
 
@@ -167,3 +169,100 @@ def row_total(rng, index):
     return calc_task(f"Fill column {col} ('Total') with each person's total over {months[0]}-{months[-1]} "
                      f"(columns B to {last}), using formulas, and save.", start, xlsx(gold), SHEET_DATA,
                      [f"CalcTools.set_column_values({col!r}, {formulas!r}, 2)", *SAVE_EXIT], {"body": body})
+
+
+# --- formatting: compare_table's check_cell reads these props back from the saved .xlsx --------
+
+FILLS = {"yellow": "FFFF00", "light green": "CCFFCC", "light blue": "CCE5FF", "orange": "FFA500", "gray": "C0C0C0"}
+INKS = {"red": "FF0000", "blue": "0000FF", "green": "008000", "purple": "800080"}
+
+
+def _styled(rows: list[list], cells: list[str], **style) -> bytes:
+    """xlsx(rows) with openpyxl styles set on `cells`: number_format=, fill= (RRGGBB), ink= (RRGGBB), merge=."""
+    import io
+
+    import openpyxl
+    from openpyxl.styles import Font, PatternFill
+
+    from computerrl.data.suites import _stable_zip
+
+    wb = openpyxl.load_workbook(io.BytesIO(xlsx(rows)))
+    ws = wb.active
+    for ref in cells:
+        cell = ws[ref]
+        if "number_format" in style:
+            cell.number_format = style["number_format"]
+        if "fill" in style:
+            cell.fill = PatternFill("solid", fgColor="FF" + style["fill"])
+        if "ink" in style:
+            cell.font = Font(color="FF" + style["ink"])
+    if "merge" in style:
+        ws.merge_cells(style["merge"])
+    buf = io.BytesIO()
+    wb.save(buf)
+    return _stable_zip(buf.getvalue())
+
+
+def _cell_rules(cells: list[str], prop: str, ref, method: str = "eq") -> list[dict]:
+    return [{"type": "check_cell", "sheet_idx": 0, "coordinate": c, "props": {prop: {"method": method, "ref": ref}}}
+            for c in cells]
+
+
+@template("calc_number_format", "calc")
+def number_format(rng, index):
+    n, kind, places = rng.randint(3, 6), rng.choice(["percentage", "number"]), rng.randint(0, 2)
+    if kind == "percentage":
+        rows = [["Item", "Share"], *[[w, rng.randint(1, 99) / 100] for w in rng.sample(WORDS, n)]]
+        code = "0" + ("." + "0" * places if places else "") + "%"
+        what = f"percentages with {places} decimal places"
+    else:
+        rows = [["Item", "Weight"], *[[w, rng.randint(100, 9999) / 100] for w in rng.sample(WORDS, n)]]
+        code = "0" + ("." + "0" * places if places else "")
+        what = f"plain numbers with {places} decimal places" if places else "whole numbers (no decimals)"
+    cells = [f"B{r}" for r in range(2, n + 2)]
+    return calc_task(f"Format the values in B2:B{n + 1} as {what} and save the file.", rows,
+                     _styled(rows, cells, number_format=code),
+                     # LibreOffice writes the API's en-US locale into the code ("[$-409]0.00%")
+                     SHEET_DATA + _cell_rules(cells, "number_format", r"^(\[\$-409\])?" + re.escape(code) + "$", "re"),
+                     [f"CalcTools.set_number_format('B2:B{n + 1}', {kind!r}, {places})", *SAVE_EXIT],
+                     {"rows": rows, "kind": kind, "places": places})
+
+
+@template("calc_fill_header", "calc")
+def fill_header(rng, index):
+    k, n = rng.randint(2, 4), rng.randint(2, 5)
+    header = rng.sample(["Name", "City", "Age", "Team", "Role", "Score"], k)
+    rows = [header, *[[rng.choice(PEOPLE)] + [rng.randint(1, 99) for _ in range(k - 1)] for _ in range(n)]]
+    name = rng.choice(sorted(FILLS))
+    cells = [f"{c}1" for c in "ABCD"[:k]]
+    return calc_task(f"Give the header cells A1:{'ABCD'[k - 1]}1 a solid {name} background (#{FILLS[name]}) and "
+                     "save the file.", rows, _styled(rows, cells, fill=FILLS[name]),
+                     SHEET_DATA + _cell_rules(cells, "bgcolor", "FF" + FILLS[name]),
+                     [f"CalcTools.format_range('A1:{'ABCD'[k - 1]}1', background_color='#{FILLS[name]}')", *SAVE_EXIT],
+                     {"rows": rows, "color": name})
+
+
+@template("calc_font_color", "calc")
+def font_color(rng, index):
+    n = rng.randint(3, 6)
+    rows = [["Item", "Amount"], *_items(rng, n)]
+    r = rng.randint(2, n + 1)
+    name = rng.choice(sorted(INKS))
+    return calc_task(f"Make the text of cell A{r} ({rows[r - 1][0]}) {name} (#{INKS[name]}) and save the file.",
+                     rows, _styled(rows, [f"A{r}"], ink=INKS[name]),
+                     SHEET_DATA + _cell_rules([f"A{r}"], "font_color", "FF" + INKS[name]),
+                     [f"CalcTools.format_range('A{r}', font_color='#{INKS[name]}')", *SAVE_EXIT],
+                     {"rows": rows, "r": r, "color": name})
+
+
+@template("calc_merge_title", "calc")
+def merge_title(rng, index):
+    k, n = rng.randint(2, 4), rng.randint(2, 4)
+    title = f"{rng.choice(WORDS)} {rng.choice(['Sales', 'Scores', 'Budget', 'Stock'])}"
+    header = rng.sample(["Name", "Q1", "Q2", "Q3", "Total", "Team"], k)
+    rows = [[title], header, *[[rng.choice(PEOPLE)] + [rng.randint(1, 99) for _ in range(k - 1)] for _ in range(n)]]
+    span = f"A1:{'ABCD'[k - 1]}1"
+    cells = [f"{c}1" for c in "BCD"[:k - 1]]
+    return calc_task(f"Merge the cells {span} so the title '{title}' spans the table, and save the file.", rows,
+                     _styled(rows, [], merge=span), SHEET_DATA + _cell_rules(cells, "merge", True),
+                     [f"CalcTools.merge_cells({span!r})", *SAVE_EXIT], {"rows": rows, "title": title})
