@@ -34,7 +34,7 @@ TYPE_DELAY_MS = 4  # between keystrokes; 0 lets LibreOffice drop characters unde
 
 # Apps Agent.open_app knows besides LibreOffice's: name -> argv (used only when installed).
 EXTERNAL_APPS = {
-    "terminal": ["xterm"],
+    "terminal": ["xterm"],  # its output is logged: see Desktop.terminal_log_args
     "chromium": ["chromium", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--password-store=basic"],
     "vlc": ["vlc", "--no-qt-privacy-ask"],
@@ -119,7 +119,7 @@ class GuiActions:
             self.d.office.open_app(app)
         elif app in EXTERNAL_APPS and shutil.which(EXTERNAL_APPS[app][0]):
             before = {w.id for w in self.d.screen.windows()}
-            self.d.launch(EXTERNAL_APPS[app])
+            self.d.launch(EXTERNAL_APPS[app] + (self.d.terminal_log_args() if app == "terminal" else []))
             if self.d.wait_for_window(lambda w: w.id not in before and app_of(w) == app) is None:
                 raise ActionError(f"{app} started but showed no window within 10 s")
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from computerrl.envs.x11 import Screen, Window
 
 APP_INFO_CHARS = 5000  # budget of the observation's app_info (ComputerRL trims it to 5,000 too)
 OFFICE_CLOSE_S = 1.0  # how long closed documents' windows may linger before the office is restarted
+ANSI_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][A-Za-z0-9]|[=>])")
 MARKER = "COMPUTERRL_DESKTOP"  # environment variable naming the desktop a process belongs to
 HOME_SKELETON = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos")
 
@@ -72,6 +74,7 @@ class Desktop:
         self.env: dict[str, str] = {}
         self._procs: dict[str, subprocess.Popen] = {}  # infrastructure: xvfb, dbus, openbox
         self._apps: list[subprocess.Popen] = []  # launched by actions / task setup; killed at reset
+        self.terminal_logs: list[Path] = []  # session logs of the terminals opened this episode
         self.marker = uuid.uuid4().hex  # in the environment of everything this desktop starts
         self.office: Office | None = None
         self.screen: Screen | None = None
@@ -201,7 +204,22 @@ class Desktop:
                 self.office.start()
         self._kill_apps()
         self._restore_home()
+        for log in self.terminal_logs:
+            log.unlink(missing_ok=True)
+        self.terminal_logs.clear()
         self.last_result = ""
+
+    def terminal_log_args(self) -> list[str]:
+        """xterm options that log the session to a file outside home (the vm_terminal_output getter reads it)."""
+        self.terminal_logs.append(self.workdir / "logs" / f"terminal-{len(self.terminal_logs)}.log")
+        return ["-l", "-lf", str(self.terminal_logs[-1])]
+
+    def terminal_output(self) -> str | None:
+        """What the most recently opened terminal printed (escape sequences removed), None if none was opened."""
+        if not self.terminal_logs or not self.terminal_logs[-1].exists():
+            return None
+        raw = self.terminal_logs[-1].read_text(errors="replace")
+        return ANSI_ESCAPE.sub("", raw).replace("\r\n", "\n").replace("\r", "")
 
     def _restore_home(self) -> None:
         shutil.rmtree(self.home, ignore_errors=True)

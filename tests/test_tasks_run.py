@@ -1,4 +1,4 @@
-"""Hand-written OSWorld-format tasks (os, calc, writer, infeasible) set up and score on a real desktop."""
+"""Hand-written OSWorld-format tasks (os, calc, writer, impress, infeasible) set up and score on a real desktop."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 
 import docx
 import openpyxl
+import pptx
 import pytest
 
 from computerrl.envs.client import DesktopEnv, EnvError
@@ -29,10 +30,18 @@ def cache(tmp_path_factory):
     gold.save(root / "letter-gold.docx")
     docx.Document().save(root / "letter.docx")
     (root / "hello-gold.txt").write_text("hi\n")
+    for name, title in (("deck.pptx", ""), ("deck-gold.pptx", "Quarterly Review")):
+        prs = pptx.Presentation()
+        slide = prs.slides.add_slide(prs.slide_layouts[1])  # "Title and Content"
+        if title:
+            slide.shapes.title.text = title
+        slide.placeholders[1].text = "Agenda"
+        prs.save(root / name)
     (root / "index.json").write_text(json.dumps({
         "https://example.org/numbers.xlsx": "numbers.xlsx", "https://example.org/numbers-gold.xlsx": "numbers-gold.xlsx",
         "https://example.org/letter.docx": "letter.docx", "https://example.org/letter-gold.docx": "letter-gold.docx",
-        "https://example.org/hello-gold.txt": "hello-gold.txt"}))
+        "https://example.org/hello-gold.txt": "hello-gold.txt", "https://example.org/deck.pptx": "deck.pptx",
+        "https://example.org/deck-gold.pptx": "deck-gold.pptx"}))
     return root
 
 
@@ -111,6 +120,40 @@ def test_writer_task_scores(task_env):
     reward, info = play(task_env, WRITER_TASK, ["Agent.type(text='Dear team')", "Agent.hotkey(['ctrl', 's'])",
                                                 "Agent.wait()", "Agent.exit(True)"])
     assert reward == 1.0, info
+
+
+IMPRESS_TASK = {
+    "id": "impress-title", "instruction": "Give slide 1 the title 'Quarterly Review' and save.",
+    "snapshot": "libreoffice_impress",
+    "config": [{"type": "download", "parameters": {"files": [{"url": "https://example.org/deck.pptx",
+                                                              "path": "/home/user/Desktop/deck.pptx"}]}},
+               {"type": "open", "parameters": {"path": "/home/user/Desktop/deck.pptx"}}],
+    "evaluator": {"func": "simple_pptx_compare",
+                  "result": {"type": "vm_file", "path": "/home/user/Desktop/deck.pptx", "dest": "deck.pptx"},
+                  "expected": {"type": "cloud_file", "path": "https://example.org/deck-gold.pptx", "dest": "g.pptx"}},
+}
+
+
+def test_impress_task_scores(task_env):
+    obs, _ = task_env.reset(options={"task": IMPRESS_TASK})
+    assert obs["focused_app"] == "impress"
+    reward, info = play(task_env, IMPRESS_TASK, ["ImpressTools.write_text('Quarterly Review', 1, 0)",
+                                                 "ImpressTools.save()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+    reward, _ = play(task_env, IMPRESS_TASK, ["ImpressTools.save()", "Agent.exit(True)"])
+    assert reward == 0.0
+
+
+def test_terminal_output_getter_reads_what_the_terminal_printed(task_env):
+    task = {"id": "os-echo", "instruction": "Print the word marmalade in a terminal.",
+            "config": [{"type": "launch", "parameters": {"command": ["gnome-terminal"]}}],
+            "evaluator": {"func": "check_include_exclude", "result": {"type": "vm_terminal_output"},
+                          "expected": {"type": "rule", "rules": {"include": ["marmalade"], "exclude": ["error"]}}}}
+    reward, info = play(task_env, task, ["Agent.wait()", "Agent.type(text='echo marma\'\'lade', enter=True)",
+                                         "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info  # the command line reads marma''lade: only the output has the word
+    reward, _ = play(task_env, task, ["Agent.wait()", "Agent.exit(True)"])
+    assert reward == 0.0
 
 
 def test_infeasible_task_rewards_giving_up_only(task_env):

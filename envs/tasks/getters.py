@@ -52,6 +52,11 @@ def vm_command_line(desktop: "Desktop", spec: dict, out: Path) -> str:
     return execute(desktop, spec["command"], spec.get("shell", False))
 
 
+@getter("vm_terminal_output")
+def vm_terminal_output(desktop: "Desktop", spec: dict, out: Path) -> str | None:
+    return desktop.terminal_output()
+
+
 def fetch(desktop: "Desktop", spec: dict | None, out: Path) -> Any:
     if spec is None:
         return None

@@ -115,6 +115,9 @@ def launch(desktop: "Desktop", command: list[str] | str, shell: bool = False, **
         else:
             desktop.office.open_app(office_app)
         return
+    if raw and Path(raw[0]).name in ("gnome-terminal", "xterm", "x-terminal-emulator"):  # OSWorld's terminal
+        desktop.launch(["xterm", *desktop.terminal_log_args()])
+        return
     desktop.launch(_argv(desktop, command, shell))
 
 
