@@ -11,9 +11,11 @@ module is imported inside them, so the parser and the trainer never need LibreOf
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any, ClassVar
 
 from computerrl.apis.registry import REGISTRY
+from computerrl.envs.paths import as_osworld, in_home
 
 
 class ApiError(Exception):
@@ -26,8 +28,27 @@ class AppApi:
     app: ClassVar[str]  # focused app it needs: "calc", "writer" or "impress"
     service: ClassVar[str]  # UNO service the document must support
 
-    def __init__(self, doc: Any):
-        self.doc = doc
+    def __init__(self, doc: Any, home: Path):
+        self.doc, self.home = doc, home  # home: the desktop's home folder, OSWorld's /home/user
+
+    def path(self, given: str, what: str = "file_path") -> Path:
+        """A path the model gave, on this desktop: only inside its home folder (/home/user/…)."""
+        try:
+            if not given.startswith(("/", "~")):
+                raise ValueError("relative")  # the model must say where: relative paths are ambiguous
+            return in_home(self.home, given)
+        except ValueError:
+            raise ApiError(f"{what} {given!r} must be in the home folder, like /home/user/report.pdf") from None
+
+    def existing(self, given: str, what: str = "file_path") -> Path:
+        path = self.path(given, what)
+        if not path.is_file():
+            raise ApiError(f"no file at {given!r}")
+        return path
+
+    def shown(self, path: Path) -> str:
+        """A desktop path as the agent knows it (/home/user/…)."""
+        return as_osworld(self.home, path)
 
     @classmethod
     def app_info(cls, doc: Any, max_chars: int) -> str:

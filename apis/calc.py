@@ -703,9 +703,7 @@ class CalcApi(AppApi):
         if file_path is None:
             path = self._doc_path(".pdf")
         else:
-            path = Path(file_path).expanduser()
-            if not path.is_absolute():
-                raise ApiError(f"file_path {file_path!r} must be an absolute path like /home/user/report.pdf")
+            path = self.path(file_path)
         url = uno.systemPathToFileUrl(str(path))
         if sheets:  # the PDF filter exports only its "Selection": here the used areas of these sheets
             selection = self.doc.createInstance("com.sun.star.sheet.SheetCellRanges")

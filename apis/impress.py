@@ -8,7 +8,7 @@ one-line doc the model sees:
   z-order, as `app_info` lists them) from 0 (`box_index`);
 - colors are "#RRGGBB" or a common name, the same names as `CalcTools` (`parse_color`);
 - positions and sizes given as dicts are percentages of the slide ({"x": 10, "y": 20});
-- file paths must be absolute; a missing file or folder is a clear error, never a guess.
+- file paths are in the home folder (/home/user/…); a missing file or folder is a clear error, never a guess.
 
 `uno` is imported inside methods only: the parser and the trainer import this module without
 LibreOffice. Every method runs on LibreOffice's main thread (see `Desktop.run_api`).
@@ -140,18 +140,6 @@ _IMAGE_FILTERS = {"png": "png", "jpeg": "jpg", "jpg": "jpg", "gif": "gif", "bmp"
 _MARGIN = 500  # 1/100 mm between a positioned box and the slide's edge
 
 
-def _absolute(file_path: str, what: str = "file_path") -> Path:
-    path = Path(file_path).expanduser()
-    if not path.is_absolute():
-        raise ApiError(f"{what} {file_path!r} must be an absolute path like /home/user/slides/picture.png")
-    return path
-
-
-def _existing(file_path: str, what: str) -> Path:
-    path = _absolute(file_path, what)
-    if not path.is_file():
-        raise ApiError(f"no file at {str(path)!r}")
-    return path
 
 
 def _kind(shape) -> str:
@@ -289,7 +277,7 @@ class ImpressApi(AppApi):
 
     def save(self) -> str:
         if not self.doc.hasLocation():
-            raise ApiError("the presentation has no file yet; use save_as with an absolute path")
+            raise ApiError("the presentation has no file yet; use save_as with a path like /home/user/slides.pptx")
         try:
             self.doc.store()
         except Exception as e:  # noqa: BLE001 - an IOException from UNO: a read-only or vanished file
@@ -418,7 +406,7 @@ class ImpressApi(AppApi):
 
     def insert_file(self, file_path: str, slide_index: int | None = None, position: dict | None = None,
                     size: dict | None = None, autoplay: bool = False) -> str:
-        _existing(file_path, "file_path")
+        self.existing(file_path, "file_path")
         # Setting MediaURL starts LibreOffice's GStreamer player, which hung soffice on these desktops
         # (no sound device) until the 30 s deadline killed it: refuse rather than lose the episode.
         raise ApiError("inserting audio or video is not supported on this desktop; use insert_image for pictures")
@@ -430,7 +418,7 @@ class ImpressApi(AppApi):
         if color is None and image_path is None:
             raise ApiError("give a color or an image_path")
         rgb = None if color is None else parse_color(color)
-        image = None if image_path is None else _existing(image_path, "image_path")
+        image = None if image_path is None else self.existing(image_path, "image_path")
         pages = self._pages
         targets = [self._slide(slide_index)] if slide_index else [pages.getByIndex(i) for i in range(pages.getCount())]
         for page in targets:
@@ -447,7 +435,7 @@ class ImpressApi(AppApi):
         return f"Set the background of {where}"
 
     def save_as(self, file_path: str, overwrite: bool = False) -> str:
-        path = _absolute(file_path)
+        path = self.path(file_path)
         if not path.parent.is_dir():
             raise ApiError(f"folder {str(path.parent)!r} does not exist")
         if path.exists() and not overwrite:
@@ -464,7 +452,7 @@ class ImpressApi(AppApi):
         import uno
 
         slide = self._slide(slide_index)
-        path = _existing(image_path, "image_path")
+        path = self.existing(image_path, "image_path")
         shape = self.doc.createInstance("com.sun.star.drawing.GraphicObjectShape")
         slide.add(shape)
         shape.GraphicURL = uno.systemPathToFileUrl(str(path))
@@ -539,7 +527,7 @@ class ImpressApi(AppApi):
         return f"Colored {changed} slide number boxes"
 
     def export_to_image(self, file_path: str, format: str, slide_index: int | None = None) -> str:
-        path = _absolute(file_path)
+        path = self.path(file_path)
         if not path.parent.is_dir():
             raise ApiError(f"folder {str(path.parent)!r} does not exist")
         filter_name = f"impress_{_IMAGE_FILTERS[format]}_Export"

@@ -395,9 +395,7 @@ class WriterApi(AppApi):
     def insert_image_at_cursor(self, image_path: str, width: int | None = None, height: int | None = None) -> str:
         import uno
 
-        path = Path(image_path).expanduser()
-        if not path.is_absolute():
-            raise ApiError(f"image_path {image_path!r} must be an absolute path like /home/user/picture.png")
+        path = self.path(image_path, "image_path")
         if not path.is_file():
             raise ApiError(f"no image file at {path}")
         graphic = self.doc.createInstance("com.sun.star.text.TextGraphicObject")
@@ -437,13 +435,11 @@ class WriterApi(AppApi):
             raise ApiError(f"output_filename {output_filename!r} must be a file name without folders, like report.pdf")
         if output_path is None:
             if not self.doc.hasLocation():
-                raise ApiError("the document has never been saved; give output_path (an absolute folder or .pdf path)")
+                raise ApiError("the document has never been saved; give output_path (a folder or .pdf path under /home/user)")
             source = Path(uno.fileUrlToSystemPath(self.doc.getLocation()))
             folder, name = source.parent, source.stem
         else:
-            given = Path(output_path).expanduser()
-            if not given.is_absolute():
-                raise ApiError(f"output_path {output_path!r} must be an absolute path like /home/user/report.pdf")
+            given = self.path(output_path, "output_path")
             if given.suffix.lower() == ".pdf" and output_filename is None:
                 folder, name = given.parent, given.name
             else:

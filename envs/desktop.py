@@ -296,7 +296,7 @@ class Desktop:
             doc = self.office.desktop.getCurrentComponent()
             if doc is None or not doc.supportsService(impl.service):
                 raise ApiError(f"{api} needs a focused {impl.app} document; open or switch to one first")
-            result = getattr(impl(doc), name)(**args)
+            result = getattr(impl(doc, self.home), name)(**args)
             return "Done" if result is None else str(result)
 
         return self.office.on_main_thread(call)

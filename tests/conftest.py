@@ -58,3 +58,10 @@ def wait_until(predicate, timeout_s: float = 10.0):
             return value
         time.sleep(0.1)
     return predicate()
+
+
+def desktop_files(server):
+    """A folder in the desktop's home (made after the test's reset, which wipes home)."""
+    folder = server[0].slots[0].desktop.home / "files"
+    folder.mkdir(exist_ok=True)
+    return folder

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import act
+from conftest import act, desktop_files
 from computerrl.apis import REGISTRY
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.apis.calc import CalcApi, col_index, col_letter, parse_color, parse_range
@@ -278,13 +278,16 @@ def test_chart_and_pivot(env, server):
 
 
 @desktop
-def test_file_apis(env, server, tmp_path):
+def test_file_apis(env, server):
     calc(env, server)
+    tmp_path = desktop_files(server)  # the API only reaches the desktop's home folder
+    fails(env, "CalcTools.export_to_pdf('/etc/computerrl.pdf')", "must be in the home folder")
+    fails(env, "CalcTools.export_to_pdf('~/../escape.pdf')", "must be in the home folder")
     ok(env, "CalcTools.set_cell_value('A1', 'x,y')")
     ok(env, "CalcTools.set_cell_value('B1', 3)")
     fails(env, "CalcTools.save()", "has no file yet")
     fails(env, "CalcTools.export_to_csv()", "never been saved")
-    fails(env, "CalcTools.export_to_pdf('out.pdf')", "must be an absolute path")
+    fails(env, "CalcTools.export_to_pdf('out.pdf')", "must be in the home folder")
 
     import uno
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import computerrl.apis.writer  # noqa: F401  (registers WriterTools)
-from conftest import act
+from conftest import act, desktop_files
 from computerrl.apis import REGISTRY
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.apis.writer import _WORD_START, WriterApi, _regex, _u16
@@ -244,10 +244,11 @@ def test_paragraph_formatting_apis(env, server):
 
 
 @desktop
-def test_insert_apis(env, server, tmp_path):
+def test_insert_apis(env, server):
     from PIL import Image
 
     writer(env, server, ["Intro"])
+    tmp_path = desktop_files(server)  # the API only reaches the desktop's home folder
     d = doc(server)
     _, info = act(env, "WriterTools.insert_formula_at_cursor('a^2 + b^2 = c^2')")
     objects = d.getEmbeddedObjects()  # install.sh installs libreoffice-math for this
@@ -257,7 +258,7 @@ def test_insert_apis(env, server, tmp_path):
 
     image = tmp_path / "dot.png"
     Image.new("RGB", (200, 100), "red").save(image)
-    fails(env, "WriterTools.insert_image_at_cursor('dot.png')", "must be an absolute path")
+    fails(env, "WriterTools.insert_image_at_cursor('dot.png')", "must be in the home folder")
     fails(env, f"WriterTools.insert_image_at_cursor({str(tmp_path / 'none.png')!r})", "no image file")
     text_file = tmp_path / "notes.txt"
     text_file.write_text("hello")
@@ -293,13 +294,14 @@ def test_insert_apis(env, server, tmp_path):
 
 
 @desktop
-def test_file_apis(env, server, tmp_path):
+def test_file_apis(env, server):
     import uno
 
     writer(env, server, ["Saved text"])
+    tmp_path = desktop_files(server)  # the API only reaches the desktop's home folder
     fails(env, "WriterTools.save()", "has no file yet")
     fails(env, "WriterTools.export_to_pdf()", "never been saved")
-    fails(env, "WriterTools.export_to_pdf('out.pdf')", "must be an absolute path")
+    fails(env, "WriterTools.export_to_pdf('out.pdf')", "must be in the home folder")
     fails(env, f"WriterTools.export_to_pdf({str(tmp_path)!r}, 'a/b.pdf')", "without folders")
 
     path = tmp_path / "letter.odt"

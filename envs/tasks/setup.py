@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from computerrl.envs.paths import OSWORLD_HOME, in_home
 from computerrl.envs.tasks.registry import SETUP_STEPS
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop import Desktop
 
-OSWORLD_HOME = "/home/user"
 COMMAND_TIMEOUT_S = 60.0
 OFFICE_SUFFIXES = {".xlsx", ".xls", ".ods", ".csv", ".docx", ".doc", ".odt", ".rtf", ".pptx", ".ppt", ".odp", ".txt"}
 
@@ -38,18 +38,10 @@ def step(name: str):
 
 def desktop_path(desktop: "Desktop", path: str) -> Path:
     """A task's path on this desktop: /home/user/… and ~/… map into its home folder."""
-    p = str(path)
-    for prefix in (OSWORLD_HOME, "~"):
-        if p == prefix or p.startswith(prefix + "/"):
-            p = p[len(prefix):].lstrip("/")
-            break
-    else:
-        if p.startswith("/"):
-            raise SetupError(f"path {path!r} is outside the desktop's home ({OSWORLD_HOME})")
-    resolved = (desktop.home / p).resolve()
-    if not resolved.is_relative_to(desktop.home.resolve()):
-        raise SetupError(f"path {path!r} leaves the desktop's home")
-    return resolved
+    try:
+        return in_home(desktop.home, path)
+    except ValueError as e:
+        raise SetupError(str(e)) from None
 
 
 def cached(cache: Path | None, url: str) -> Path:
