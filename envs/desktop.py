@@ -244,8 +244,15 @@ class Desktop:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for proc in self._apps:
-            proc.wait()
+        for proc in self._apps:  # their own sessions too, for children that cleared their environment
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # stuck in the kernel: it no longer holds the episode up
+                pass
         self._apps.clear()
 
     def _strays(self) -> list[int]:
@@ -283,8 +290,10 @@ class Desktop:
 
         try:
             return self.office.on_main_thread(describe, timeout_s=5.0)
-        except (ApiError, RuntimeError, AttributeError) as e:  # a document closing under us: no info this step
-            return f"(app info unavailable: {e})"
+        except TimeoutError:  # a hung office: let the step report the desktop's death
+            raise
+        except Exception as e:  # noqa: BLE001 - a document closing under us (UNO errors are no RuntimeError)
+            return f"(app info unavailable: {type(e).__name__})"
 
     def run_api(self, api: str, name: str, args: dict) -> str:
         """Carry out an application API call on the focused document; its result sentence."""

@@ -87,7 +87,7 @@ class Slot:
         if why and not self.closing and time.monotonic() >= self.retry_at:
             if self.desktop is not None:
                 log.warning("desktop %d: %s; replacing it", self.index, why)
-            if self.episode:
+            if self.last_episode:  # also after Agent.exit: its Evaluate must not score a fresh desktop
                 self.ended, self.episode = why, 0
             try:
                 self.build()
@@ -137,6 +137,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         with slot.lock:
             self._ready(slot, context)
             task = self._task(request.task_json, context)
+            slot.episode = slot.last_episode = 0  # whatever happens next, the previous episode is over
+            slot.task = None
             for attempt in range(2):  # no episode runs yet: a desktop that dies now is simply replaced
                 try:
                     slot.desktop.reset()
@@ -228,6 +230,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     def Evaluate(self, request, context):
         slot = self._slot(request.desktop, context)
         with slot.lock:
+            slot.replace_if_dead()
             if request.episode != slot.last_episode or slot.ended:
                 self._in_episode(slot, request.episode, context)  # aborts with the reason
             if slot.task is None:

@@ -266,3 +266,12 @@ def test_simple_pptx_compare(tmp_path):
     assert m("simple_pptx_compare", pptx_file(tmp_path / "t.pptx", ["Hello", "Word"]), gold) == 0.0
     assert m("simple_pptx_compare", pptx_file(tmp_path / "o.pptx", ["World", "Hello"]), gold) == 0.0
     assert m("simple_pptx_compare", str(tmp_path / "missing.pptx"), gold) == 0.0
+
+
+def test_compare_pptx_files_without_a_result_scores_zero(tmp_path):
+    from pptx import Presentation
+
+    from computerrl.envs.tasks.registry import get_metric
+
+    Presentation().save(tmp_path / "empty.pptx")  # python-pptx's default deck, as Presentation(None) opens
+    assert get_metric("compare_pptx_files")(None, str(tmp_path / "empty.pptx")) == 0.0

@@ -35,13 +35,16 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
     run_steps(desktop, ev.get("postconfig", []))
     results, expected = _per_metric(ev.get("result"), n), _per_metric(ev.get("expected"), n)
     options = _per_metric(ev.get("options") or {}, n)
-    conj, scores = ev.get("conj", "and"), []
+    conj, scores, notes = ev.get("conj", "and"), [], []
     with tempfile.TemporaryDirectory(prefix="computerrl-eval-") as out:
         for name, res, exp, opts in zip(task.metrics, results, expected, options):
-            score = float(get_metric(name)(fetch(desktop, res, Path(out)), fetch(desktop, exp, Path(out)),
-                                           **(opts or {})))
+            metric, result, gold = get_metric(name), fetch(desktop, res, Path(out)), fetch(desktop, exp, Path(out))
+            try:
+                score = float(metric(result, gold, **(opts or {})))
+            except Exception as e:  # noqa: BLE001 - an output the metric cannot read is a wrong output
+                score, notes = 0.0, notes + [f"{name} failed on the output: {type(e).__name__}: {e}"]
             scores.append(score)
             if conj == "and" and score == 0.0 or conj == "or" and score == 1.0:
                 break
     total = (0.0 if 0.0 in scores else sum(scores) / len(scores)) if conj == "and" else max(scores)
-    return total, ", ".join(f"{m}={s:g}" for m, s in zip(task.metrics, scores))
+    return total, "; ".join([", ".join(f"{m}={s:g}" for m, s in zip(task.metrics, scores)), *notes])
