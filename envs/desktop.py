@@ -222,7 +222,14 @@ class Desktop:
         return ANSI_ESCAPE.sub("", raw).replace("\r\n", "\n").replace("\r", "")
 
     def _restore_home(self) -> None:
-        shutil.rmtree(self.home, ignore_errors=True)
+        def writable_then_retry(fn, path, _exc):  # the agent may have made things read-only
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path):
+                os.chmod(path, 0o700)
+            fn(path)
+
+        if self.home.exists():
+            shutil.rmtree(self.home, onerror=writable_then_retry)
         for d in HOME_SKELETON:
             (self.home / d).mkdir(parents=True, exist_ok=True)
 

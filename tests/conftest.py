@@ -65,3 +65,20 @@ def desktop_files(server):
     folder = server[0].slots[0].desktop.home / "files"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def ok(env, code: str) -> tuple[dict, str]:
+    """One application API call that must succeed: (observation, result sentence)."""
+    obs, info = act(env, code)
+    assert not info["exec_result"].startswith(("Action failed", "Invalid action")), info["exec_result"]
+    return obs, info["exec_result"]
+
+
+def fails(env, code: str, *phrases: str) -> str:
+    """One call that must fail as an action (not crash), its sentence holding every phrase."""
+    _, info = act(env, code)
+    result = info["exec_result"]
+    assert result.startswith("Action failed: "), result
+    for phrase in phrases:
+        assert phrase in result, result
+    return result

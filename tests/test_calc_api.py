@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import act, desktop_files
+from conftest import act, desktop_files, fails, ok
 from computerrl.apis import REGISTRY
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.apis.calc import CalcApi, col_index, col_letter, parse_color, parse_range
@@ -77,21 +77,6 @@ def calc(env, server):
     obs, _ = act(env, "Agent.open_app('calc')")
     assert obs["focused_app"] == "calc"
     return obs
-
-
-def ok(env, code: str) -> tuple[dict, str]:
-    obs, info = act(env, code)
-    assert not info["exec_result"].startswith(("Action failed", "Invalid action")), info["exec_result"]
-    return obs, info["exec_result"]
-
-
-def fails(env, code: str, *phrases: str) -> str:
-    _, info = act(env, code)
-    result = info["exec_result"]
-    assert result.startswith("Action failed: "), result
-    for phrase in phrases:
-        assert phrase in result, result
-    return result
 
 
 def table(env, rows: list[list]) -> None:

@@ -10,7 +10,7 @@ import zlib
 import pytest
 
 import computerrl.apis.impress  # noqa: F401  (registers ImpressTools)
-from conftest import act, desktop_files
+from conftest import act, desktop_files, fails, ok
 from computerrl.apis import REGISTRY
 from computerrl.apis.app_api import IMPLEMENTATIONS, api_for_app
 from computerrl.apis.impress import ImpressApi
@@ -73,21 +73,6 @@ def impress(env, server):
     assert obs["focused_app"] == "impress", obs["focused_app"]
     assert doc(server).supportsService("com.sun.star.presentation.PresentationDocument")
     return obs
-
-
-def ok(env, code: str) -> tuple[dict, str]:
-    obs, info = act(env, code)
-    assert not info["exec_result"].startswith(("Action failed", "Invalid action")), info["exec_result"]
-    return obs, info["exec_result"]
-
-
-def fails(env, code: str, *phrases: str) -> str:
-    _, info = act(env, code)
-    result = info["exec_result"]
-    assert result.startswith("Action failed: "), result
-    for phrase in phrases:
-        assert phrase in result, result
-    return result
 
 
 def png(path, width: int = 40, height: int = 20) -> None:

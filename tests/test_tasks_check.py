@@ -71,6 +71,12 @@ def test_an_unsupported_compare_table_rule_is_named_at_load_time():
     assert task.unsupported() == ["compare_table rule 'sheet_print' is not supported"]
 
 
+def test_a_multi_file_getter_is_reported_unsupported():
+    task = parse_task({**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"], "result": {
+        "type": "vm_file", "multi": True, "path": ["/home/user/a.xlsx"], "dest": ["a.xlsx"]}}})
+    assert task.unsupported() == ["getter 'vm_file' with multi"]
+
+
 def test_tasks_check_reports_every_file_and_survives_bad_ones(tmp_path):
     write(tmp_path, "good.json", CALC_TASK)
     write(tmp_path, "bad.json", {**CALC_TASK, "evaluator": {"func": 3}})

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import computerrl.apis.writer  # noqa: F401  (registers WriterTools)
-from conftest import act, desktop_files
+from conftest import act, desktop_files, fails, ok
 from computerrl.apis import REGISTRY
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.apis.writer import _WORD_START, WriterApi, _regex, _u16
@@ -112,21 +112,6 @@ def writer(env, server, lines: list[str] | None = None):
         obs, _ = ok(env, f"WriterTools.write_text({chr(10).join(lines)!r})")
         assert texts(server) == lines
     return obs
-
-
-def ok(env, code: str) -> tuple[dict, str]:
-    obs, info = act(env, code)
-    assert not info["exec_result"].startswith(("Action failed", "Invalid action")), info["exec_result"]
-    return obs, info["exec_result"]
-
-
-def fails(env, code: str, *phrases: str) -> str:
-    _, info = act(env, code)
-    result = info["exec_result"]
-    assert result.startswith("Action failed: "), result
-    for phrase in phrases:
-        assert phrase in result, result
-    return result
 
 
 @desktop

@@ -7,6 +7,7 @@ the episode never produced is `None`, which every metric scores 0.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ def vm_file(desktop: "Desktop", spec: dict, out: Path) -> str | None:
     src = desktop_path(desktop, spec["path"])
     if not src.is_file():
         return None
-    dest = out / Path(spec.get("dest") or src.name).name
+    dest = Path(tempfile.mkdtemp(dir=out)) / Path(spec.get("dest") or src.name).name  # one folder each: no clashes
     shutil.copyfile(src, dest)
     return str(dest)
 

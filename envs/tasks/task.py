@@ -57,6 +57,7 @@ class Task:
         steps = [s["type"] for s in self.config + self.evaluator.get("postconfig", [])]
         missing = [f"setup step {t!r}" for t in dict.fromkeys(steps) if t not in SETUP_STEPS]
         missing += [f"getter {g['type']!r}" for g in self.getters if g["type"] not in GETTERS]
+        missing += [f"getter {g['type']!r} with multi" for g in self.getters if g.get("multi")]
         missing += [f"metric {m!r}" for m in dict.fromkeys(self.metrics) if m not in METRICS]
         options = self.evaluator.get("options") or {}
         for name, opts in zip(self.metrics, options if isinstance(options, list) else [options] * len(self.metrics)):
