@@ -102,3 +102,15 @@ def test_tasks_check_exits_zero_when_everything_loads(tmp_path):
 def test_tasks_check_on_an_empty_folder_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path)])
     assert result.exit_code != 0 and "no *.json files" in result.output
+
+
+def test_commands_see_the_desktop_home_for_home_user_only():
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from computerrl.envs.tasks.setup import _argv
+
+    desktop = SimpleNamespace(home=Path("/srv/d0/home"))
+    assert _argv(desktop, ["cp", "/home/user/a.txt", "/home/username/b", "/home/user"], False) == [
+        "cp", "/srv/d0/home/a.txt", "/home/username/b", "/srv/d0/home"]
+    assert _argv(desktop, "ls /home/user/Desktop", True) == ["bash", "-c", "ls /srv/d0/home/Desktop"]

@@ -7,6 +7,7 @@ the task at once with the URL in the message.
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -93,7 +94,8 @@ def _argv(desktop: "Desktop", command: list[str] | str, shell: bool) -> list[str
         argv = ["bash", "-c", command if isinstance(command, str) else shlex.join(command)]
     else:
         argv = [str(c) for c in command]
-    return [a.replace(OSWORLD_HOME, str(desktop.home)) for a in argv]
+    # Only the folder itself: /home/user/x and "/home/user" change, /home/username does not.
+    return [re.sub(re.escape(OSWORLD_HOME) + r"(?![\w.-])", lambda _: str(desktop.home), a) for a in argv]
 
 
 @step("launch")
