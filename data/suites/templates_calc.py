@@ -66,14 +66,19 @@ def sort_column(rng, index):
                      {"header": header, "values": values, "ascending": ascending})
 
 
-@template("calc_bold_header", "calc")
-def bold_header(rng, index):
+def _header_table(rng) -> tuple[int, list[list]]:
+    """k columns under a header row of k names, 2-5 rows of a name then numbers."""
     k, n = rng.randint(2, 4), rng.randint(2, 5)
     header = rng.sample(["Name", "City", "Age", "Team", "Role", "Score"], k)
     rows = [header, *[[rng.choice(PEOPLE)] + [rng.randint(1, 99) for _ in range(k - 1)] for _ in range(n)]]
+    return k, rows
+
+
+@template("calc_bold_header", "calc")
+def bold_header(rng, index):
+    k, rows = _header_table(rng)
     last = "ABCD"[k - 1]
-    rules = SHEET_DATA + [{"type": "check_cell", "sheet_idx": 0, "coordinate": f"{c}1",
-                           "props": {"font_bold": {"method": "eq", "ref": True}}} for c in "ABCD"[:k]]
+    rules = SHEET_DATA + _cell_rules([f"{c}1" for c in "ABCD"[:k]], "font_bold", True)
     gui = ["Agent.hotkey(['ctrl', 'Home'])"] + ["Agent.hotkey(['shift', 'right'])"] * (k - 1) + [
         "Agent.hotkey(['ctrl', 'b'])", *GUI_SAVE_EXIT]
     return calc_task(f"Make the header row (A1:{last}1) bold and save the file.", rows,
@@ -230,9 +235,7 @@ def number_format(rng, index):
 
 @template("calc_fill_header", "calc")
 def fill_header(rng, index):
-    k, n = rng.randint(2, 4), rng.randint(2, 5)
-    header = rng.sample(["Name", "City", "Age", "Team", "Role", "Score"], k)
-    rows = [header, *[[rng.choice(PEOPLE)] + [rng.randint(1, 99) for _ in range(k - 1)] for _ in range(n)]]
+    k, rows = _header_table(rng)
     name = rng.choice(sorted(FILLS))
     cells = [f"{c}1" for c in "ABCD"[:k]]
     return calc_task(f"Give the header cells A1:{'ABCD'[k - 1]}1 a solid {name} background (#{FILLS[name]}) and "
