@@ -13,20 +13,10 @@ import subprocess
 import time
 from typing import Any
 
+from computerrl.envs.compat.xkeys import BUTTONS, keysym
 from computerrl.envs.desktop import Desktop, app_of
 from computerrl.envs.office import FACTORIES
 
-# pyautogui-style key names (what the model writes) -> X keysyms (what xdotool sends).
-KEYSYMS = {
-    "ctrl": "ctrl", "control": "ctrl", "alt": "alt", "shift": "shift", "win": "super", "super": "super",
-    "cmd": "super", "command": "super", "meta": "super", "enter": "Return", "return": "Return",
-    "esc": "Escape", "escape": "Escape", "tab": "Tab", "space": "space", "backspace": "BackSpace",
-    "delete": "Delete", "del": "Delete", "insert": "Insert", "home": "Home", "end": "End",
-    "pageup": "Prior", "pgup": "Prior", "pagedown": "Next", "pgdn": "Next", "up": "Up", "down": "Down",
-    "left": "Left", "right": "Right", "capslock": "Caps_Lock", "printscreen": "Print", "menu": "Menu",
-    **{f"f{i}": f"F{i}" for i in range(1, 13)},
-}
-BUTTONS = {"left": "1", "middle": "2", "right": "3"}
 SCROLL_BUTTONS = {"up": "4", "down": "5", "left": "6", "right": "7"}
 SCROLL_CLICKS = 5  # wheel notches per Agent.scroll: about a screenful of rows in LibreOffice
 WAIT_S = 1.0  # what Agent.wait() waits
@@ -45,11 +35,6 @@ APP_ALIASES = {"libreoffice calc": "calc", "libreoffice writer": "writer", "libr
 
 class ActionError(Exception):
     """An action that cannot be carried out; its message is the action's result."""
-
-
-def keysym(key: str) -> str:
-    k = key.strip()
-    return KEYSYMS.get(k.lower(), k if len(k) > 1 else k.lower() if k.isalpha() else k)
 
 
 def available_apps() -> list[str]:

@@ -1,35 +1,36 @@
-"""One real desktop: Xvfb + a D-Bus session (with its AT-SPI bus) + openbox + apps on demand.
+"""One real desktop: Xvfb + a sandbox holding D-Bus, the AT-SPI bus, openbox and the apps.
 
-Every process of a desktop is a child of the env server that hosts it, so a desktop is as
-cheap as its processes: no VM, no boot. `reset()` restores a clean state in place (close
-documents, kill launched apps, restore the home folder), so one desktop serves thousands of
-episodes; `health()` says what died when something did.
+Xvfb runs beside the env server; everything the agent or a task can reach (LibreOffice, the
+terminal, browsers, task commands) runs in the desktop's sandbox (`envs/sandbox.py`), which the
+server drives through sockets only the two share: X, the AT-SPI bus and LibreOffice's UNO pipe.
+A desktop is as cheap as its processes: no VM, no boot. `reset()` restores a clean state in place
+(close documents, kill everything the episode started, empty home and /tmp), so one desktop
+serves thousands of episodes; `health()` says what died when something did.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import shutil
-import signal
+import secrets
 import subprocess
-import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
 from computerrl.envs.office import FACTORIES, Office, office_env
+from computerrl.envs.sandbox import (CONF, HOME, PATH, RUN, TMP, VAR, X11, Sandbox, SandboxError, SandboxProcess,
+                                     check_bwrap, start_xvfb)
 from computerrl.envs.x11 import Screen, Window
 
 APP_INFO_CHARS = 5000  # budget of the observation's app_info (ComputerRL trims it to 5,000 too)
 OFFICE_CLOSE_S = 1.0  # how long closed documents' windows may linger before the office is restarted
 ANSI_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][A-Za-z0-9]|[=>])")
-MARKER = "COMPUTERRL_DESKTOP"  # environment variable naming the desktop a process belongs to
 HOME_SKELETON = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos")
+LOGS, TERMINALS = f"{VAR}/logs", f"{VAR}/terminal"  # the apps' logs; the terminals' session logs
+BUS_TIMEOUT_S = 10.0  # for a D-Bus daemon to listen
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
 <openbox_config xmlns="http://openbox.org/3.4/rc">
@@ -38,6 +39,30 @@ OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
   <desktops><number>1</number></desktops>
   <applications><application class="*"><maximized>yes</maximized><focus>yes</focus></application></applications>
 </openbox_config>
+"""
+# The AT-SPI bus as Debian's at-spi-bus-launcher makes it (limits for pipelined reads), but open to the env server: it connects
+# from outside the sandbox's user namespace, where its uid has no name the bus could compare.
+A11Y_BUS_CONF = f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>accessibility</type>
+  <servicedir>/usr/share/dbus-1/accessibility-services</servicedir>
+  <auth>EXTERNAL</auth>
+  <listen>unix:path={RUN}/at-spi-bus</listen>
+  <policy context="default">
+    <allow user="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+  <limit name="max_replies_per_connection">50000</limit>
+  <limit name="max_match_rules_per_connection">50000</limit>
+  <limit name="max_incoming_bytes">1000000000</limit>
+  <limit name="max_outgoing_bytes">1000000000</limit>
+  <limit name="max_message_size">1000000000</limit>
+  <limit name="service_start_timeout">120000</limit>
+  <limit name="reply_timeout">300000</limit>
+</busconfig>
 """
 
 
@@ -66,26 +91,28 @@ class Desktop:
     """A desktop's processes and state. Not thread-safe: the env server serializes calls."""
 
     def __init__(self, workdir: Path, *, width: int = 1920, height: int = 1080, a11y_lines: int = 300,
-                 file_cache: Path | None = None):
-        self.workdir = Path(workdir).resolve()  # LibreOffice takes its profile as a file:// URI
+                 file_cache: Path | None = None, network: bool = False):
+        self.workdir = Path(workdir).resolve()
         self.width, self.height, self.a11y_lines = width, height, a11y_lines
         self.file_cache = Path(file_cache).resolve() if file_cache else None  # tasks' `download` reads it
-        self.home = self.workdir / "home"
-        self.env: dict[str, str] = {}
-        self._procs: dict[str, subprocess.Popen] = {}  # infrastructure: xvfb, dbus, openbox
-        self._apps: list[subprocess.Popen] = []  # launched by actions / task setup; killed at reset
-        self.terminal_logs: list[Path] = []  # session logs of the terminals opened this episode
-        self.marker = uuid.uuid4().hex  # in the environment of everything this desktop starts
+        self.network = network  # whether the sandbox shares the host's network
+        self.home = self.workdir / "home"  # /home/user as the env server sees it (read it through the sandbox)
+        self.env: dict[str, str] = {}  # the environment of every process started in the sandbox
+        self.sandbox: Sandbox | None = None
+        self._xvfb: subprocess.Popen | None = None
+        self._services: dict[str, SandboxProcess] = {}  # D-Bus, the AT-SPI bus, openbox
+        self._keep: set[int] = set()  # sandbox pids that a reset spares (services and what they started)
+        self.terminal_logs: list[str] = []  # session logs of the terminals opened this episode (sandbox paths)
+        self.setup_notes: list[str] = []  # what the task's setup commands reported (failures), this reset
         self.office: Office | None = None
         self.screen: Screen | None = None
         self._a11y: A11yReader | None = None
-        self._services: set[int] = set()  # processes the desktop runs besides _procs (the AT-SPI bus)
         self._shooter = ThreadPoolExecutor(1, thread_name_prefix="screenshot")
         self.last_result = ""
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self, *, office: bool = True) -> "Desktop":
-        """Start X, D-Bus, the window manager and (unless told not to) LibreOffice."""
+        """Start X, the sandbox with D-Bus, the AT-SPI bus and the window manager, and LibreOffice."""
         try:
             return self._start(office)
         except BaseException:
@@ -93,81 +120,72 @@ class Desktop:
             raise
 
     def _start(self, office: bool) -> "Desktop":
-        for sub in ("run", "logs", "config/openbox"):
-            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
-        os.chmod(self.workdir / "run", 0o700)
+        check_bwrap()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._xvfb, display = start_xvfb(self.workdir, self.width, self.height)
+        self.sandbox = Sandbox(self.workdir, x11_dir=self.workdir / "x11", network=self.network)
+        (self.workdir / "conf").mkdir(exist_ok=True)
+        (self.workdir / "conf" / "openbox.xml").write_text(OPENBOX_RC)
+        (self.workdir / "conf" / "a11y-bus.conf").write_text(A11Y_BUS_CONF)
+        self.sandbox.start()
+        # A clean environment, as on OSWorld's VM: Debian's PATH and python3, the user's home.
+        self.env = office_env({"PATH": PATH, "HOME": HOME, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/bash",
+                               "LANG": "C.UTF-8", "DISPLAY": display, "XDG_RUNTIME_DIR": RUN,
+                               "DBUS_SESSION_BUS_ADDRESS": f"unix:path={RUN}/bus",
+                               "AT_SPI_BUS_ADDRESS": f"unix:path={RUN}/at-spi-bus"})
+        self.sandbox.wipe([], skeleton=[LOGS, TERMINALS, f"{VAR}/office-tmp"])
         self._restore_home()
-        display = self._start_xvfb()
-        base = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL")}
-        base[MARKER] = self.marker
-        # Tasks' own scripts (OSWorld's `python -c "import pyautogui; …"` steps) get this
-        # environment's python and the pyautogui stand-in of envs/compat, on this display.
-        base["PATH"] = f"{Path(sys.executable).parent}:{base.get('PATH', '')}"
-        base["PYTHONPATH"] = str(Path(__file__).parent / "compat")
-        base.update(DISPLAY=display, HOME=str(self.home), XDG_RUNTIME_DIR=str(self.workdir / "run"),
-                    XDG_CONFIG_HOME=str(self.workdir / "config"), LANG=base.get("LANG", "C.UTF-8"))
-        self.env = office_env(base)
-        self.env["DBUS_SESSION_BUS_ADDRESS"] = self._start_dbus()
-        (self.workdir / "config/openbox/rc.xml").write_text(OPENBOX_RC)
-        self._spawn("openbox", ["openbox", "--sm-disable", "--config-file", str(self.workdir / "config/openbox/rc.xml")])
+        self._service("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={RUN}/bus"])
+        self._service("a11y-bus", ["dbus-daemon", f"--config-file={CONF}/a11y-bus.conf", "--nofork", "--nopidfile"])
+        self._service("openbox", ["openbox", "--sm-disable", "--config-file", f"{CONF}/openbox.xml"])
         self.screen = Screen(display)
-        # Asking for the AT-SPI bus starts it (D-Bus activation; the launcher daemonizes): now, so
-        # it is part of the desktop's services below and apps find it from their first second.
-        self._a11y = A11yReader(self.env["DBUS_SESSION_BUS_ADDRESS"])
+        bus = self.sandbox.host(f"{RUN}/at-spi-bus")
+        self._wait_for(lambda: bus.exists() and self.sandbox.host(f"{RUN}/bus").exists(), "the D-Bus daemons")
+        # Asking for the registry starts it (D-Bus activation): now, so it counts among the services
+        # below and apps find it from their first second.
+        self._a11y = A11yReader(str(bus))
         self._a11y.applications()
-        self._services = set(_scan_processes(f"{MARKER}={self.marker}".encode())[1])
-        self.office = Office(self.env, self.workdir / "lo-profile", f"computerrl-{os.getpid()}-{display[1:]}",
-                             self.workdir / "logs" / "soffice.log")
+        self._keep = self.sandbox.pids()
+        self.office = Office(self.sandbox, {**self.env, "TMPDIR": f"{VAR}/office-tmp"}, f"{VAR}/lo-profile",
+                             f"computerrl-{secrets.token_hex(6)}", f"{LOGS}/soffice.log")
         if office:
             self.office.start()
         return self
 
-    def _spawn(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
-        log = open(self.workdir / "logs" / f"{name}.log", "ab")
-        proc = subprocess.Popen(argv, env=kw.pop("env", self.env), stdout=kw.pop("stdout", log), stderr=log,
-                                stdin=subprocess.DEVNULL, **kw)
-        log.close()
-        self._procs[name] = proc
-        return proc
+    def _service(self, name: str, argv: list[str]) -> None:
+        self._services[name] = self.sandbox.spawn(argv, env=self.env, log=f"{LOGS}/{name}.log")
 
-    def _start_xvfb(self) -> str:
-        # -displayfd: the X server picks a free display number itself, so servers never collide.
-        r, w = os.pipe()
-        self._spawn("xvfb", ["Xvfb", "-displayfd", str(w), "-screen", "0", f"{self.width}x{self.height}x24",
-                             "-nolisten", "tcp", "-noreset", "-dpi", "96"], env={"PATH": os.environ.get("PATH", "")},
-                    pass_fds=(w,))
-        os.close(w)
-        with os.fdopen(r) as f:
-            number = f.readline().strip()
-        if not number:
-            raise RuntimeError(f"Xvfb failed to start; see {self.workdir / 'logs' / 'xvfb.log'}")
-        return f":{number}"
-
-    def _start_dbus(self) -> str:
-        proc = self._spawn("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
-                           stdout=subprocess.PIPE)
-        address = proc.stdout.readline().decode().strip()
-        if not address:
-            raise RuntimeError(f"dbus-daemon failed to start; see {self.workdir / 'logs' / 'dbus.log'}")
-        return address
+    def _wait_for(self, ready, what: str) -> None:
+        deadline = time.monotonic() + BUS_TIMEOUT_S
+        while not ready():
+            dead = self.health()
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start ({dead or 'timeout'}); see {self.workdir / 'var/logs'}")
+            time.sleep(0.01)
 
     def health(self) -> str:
         """'' when healthy, else what died (e.g. 'soffice exited with code -9')."""
-        for name, proc in list(self._procs.items()):
-            if proc.poll() is not None:
-                return f"{name} exited with code {proc.returncode}"
-        if self.office is not None and self.office.proc is not None and not self.office.running:
-            return f"soffice exited with code {self.office.proc.returncode}"
+        if self._xvfb is not None and self._xvfb.poll() is not None:
+            return f"xvfb exited with code {self._xvfb.returncode}"
+        if self.sandbox is None or not self.sandbox.alive():
+            return "the sandbox is gone"
+        try:
+            for name, proc in self._services.items():
+                if proc.poll() is not None:
+                    return f"{name} exited with code {proc.returncode}"
+            if self.office is not None and self.office.proc is not None and not self.office.running:
+                return f"soffice exited with code {self.office.proc.returncode}"
+        except (OSError, SandboxError) as e:  # the keeper stopped answering
+            return f"the sandbox does not answer: {e}"
         return ""
 
     def close(self) -> None:
         """Stop every process of the desktop; safe to call twice."""
-        self._kill_apps()
         if self._a11y is not None:
             self._a11y.close()
             self._a11y = None
         if self.office is not None:
-            self.office.stop()
+            self.office.disconnect()
         if self.screen is not None:
             try:
                 self._shooter.submit(self.screen.close).result(timeout=10)  # on the grabber's own thread
@@ -175,25 +193,20 @@ class Desktop:
                 pass
             self.screen = None
             self._shooter.shutdown(wait=False)
-        for proc in reversed(list(self._procs.values())):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self._procs.values():
+        if self.sandbox is not None:
+            self.sandbox.close()  # ends every process inside at once (pid namespace)
+        if self._xvfb is not None:
+            self._xvfb.terminate()
             try:
-                proc.wait(timeout=5)
+                self._xvfb.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                proc.kill()
-        self._procs.clear()
-        # The AT-SPI launcher daemonizes out of our process tree and outlives its bus: the marker finds it.
-        for pid in _scan_processes(f"{MARKER}={self.marker}".encode())[1]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+                self._xvfb.kill()
+                self._xvfb.wait(timeout=5)
+            self._xvfb = None
 
     # ---- episodes ------------------------------------------------------------------------
     def reset(self) -> None:
-        """Back to a clean desktop: no documents, no launched apps, a fresh home folder."""
+        """Back to a clean desktop: no documents, nothing the last episode started, empty home and /tmp."""
         if self.office is not None:
             if self.office.proc is None:
                 self.office.start()
@@ -202,75 +215,33 @@ class Desktop:
             if not self._windows_gone(lambda w: w.pid == self.office.proc.pid, OFFICE_CLOSE_S):
                 self.office.stop()
                 self.office.start()
-        self._kill_apps()
+        # The pid namespace holds exactly this desktop's processes: whatever escaped its parent,
+        # started a new session or cleared its environment is killed here too.
+        self.sandbox.kill_all(self._keep | ({self.office.proc.pid} if self.office and self.office.running else set()))
         self._restore_home()
-        for log in self.terminal_logs:
-            log.unlink(missing_ok=True)
         self.terminal_logs.clear()
+        self.setup_notes.clear()
         self.last_result = ""
 
+    def _restore_home(self) -> None:
+        self.sandbox.wipe([HOME, TMP, TERMINALS], keep=[X11, f"{TMP}/OSL_PIPE_*"],
+                          skeleton=[f"{HOME}/{d}" for d in HOME_SKELETON])
+
     def terminal_log_args(self) -> list[str]:
-        """xterm options that log the session to a file outside home (the vm_terminal_output getter reads it)."""
-        self.terminal_logs.append(self.workdir / "logs" / f"terminal-{len(self.terminal_logs)}.log")
-        return ["-l", "-lf", str(self.terminal_logs[-1])]
+        """xterm options that log the session outside home (the vm_terminal_output getter reads it)."""
+        self.terminal_logs.append(f"{TERMINALS}/terminal-{len(self.terminal_logs)}.log")
+        return ["-l", "-lf", self.terminal_logs[-1]]
 
     def terminal_output(self) -> str | None:
         """What the most recently opened terminal printed (escape sequences removed), None if none was opened."""
-        if not self.terminal_logs or not self.terminal_logs[-1].exists():
+        raw = self.sandbox.read(self.terminal_logs[-1]) if self.terminal_logs else None
+        if raw is None:
             return None
-        raw = self.terminal_logs[-1].read_text(errors="replace")
-        return ANSI_ESCAPE.sub("", raw).replace("\r\n", "\n").replace("\r", "")
+        return ANSI_ESCAPE.sub("", raw.decode(errors="replace")).replace("\r\n", "\n").replace("\r", "")
 
-    def _restore_home(self) -> None:
-        def writable_then_retry(fn, path, _exc):  # the agent may have made things read-only
-            os.chmod(os.path.dirname(path), 0o700)
-            if os.path.isdir(path):
-                os.chmod(path, 0o700)
-            fn(path)
-
-        if self.home.exists():
-            shutil.rmtree(self.home, onerror=writable_then_retry)
-        for d in HOME_SKELETON:
-            (self.home / d).mkdir(parents=True, exist_ok=True)
-
-    def launch(self, argv: list[str], **kw) -> subprocess.Popen:
-        """Start an app process in its own session so reset can kill it with all its children."""
-        log = open(self.workdir / "logs" / "apps.log", "ab")
-        proc = subprocess.Popen(argv, env=self.env, cwd=self.home, stdout=log, stderr=log,
-                                stdin=subprocess.DEVNULL, start_new_session=True, **kw)
-        log.close()
-        self._apps.append(proc)
-        return proc
-
-    def _kill_apps(self) -> None:
-        # Everything the desktop started carries its marker in the environment: what is not its
-        # infrastructure goes, including a shell's nohup'd or double-forked children (a process
-        # tree walk would miss them), and before a dying shell could write ~/.bash_history.
-        for pid in self._strays():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for proc in self._apps:  # their own sessions too, for children that cleared their environment
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # stuck in the kernel: it no longer holds the episode up
-                pass
-        self._apps.clear()
-
-    def _strays(self) -> list[int]:
-        children, marked = _scan_processes(f"{MARKER}={self.marker}".encode())
-        keep, todo = set(), [*self._services, *(p.pid for p in self._procs.values())]
-        if self.office is not None and self.office.proc is not None:
-            todo.append(self.office.proc.pid)
-        while todo:  # the desktop's own services and everything under them stay
-            keep.add(pid := todo.pop())
-            todo.extend(children.get(pid, ()))
-        return [pid for pid in marked if pid not in keep]
+    def launch(self, argv: list[str]) -> SandboxProcess:
+        """Start an app in the sandbox; reset kills it with everything it started."""
+        return self.sandbox.spawn(argv, env=self.env, log=f"{LOGS}/apps.log")
 
     # ---- observation ---------------------------------------------------------------------
     def observe(self, *, screenshot: bool = True) -> Observation:
@@ -345,21 +316,3 @@ class Desktop:
             time.sleep(0.05)
         return None
 
-
-def _scan_processes(marker: bytes) -> tuple[dict[int, list[int]], list[int]]:
-    """(children by parent pid, pids whose environment holds `marker`), from one pass over /proc."""
-    children: dict[int, list[int]] = {}
-    marked = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    marked.append(int(entry))
-        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
-            continue
-    return children, marked

@@ -1,19 +1,28 @@
-"""One LibreOffice process per desktop, driven over UNO through a named pipe.
+"""One LibreOffice process per desktop, in its sandbox, driven over UNO through a named pipe.
 
 soffice.bin is started directly (not the `soffice` wrapper, whose oosplash parent would hide
 the real pid and restart a killed office behind our back). Its user profile lives outside the
 desktop's home, so resetting the home folder never touches it; the profile is seeded so no
 first-start wizard, tip-of-the-day or document-recovery dialog ever shows.
+
+The UNO pipe is a socket in the sandbox's /tmp, which the env server reaches through the host
+side of that folder. UNO derives a pipe's path from its name (`/tmp/OSL_PIPE_<uid>_<name>`), so
+the server dials it through a symbolic link of a random name that lives only while it connects.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import secrets
 import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from computerrl.envs.sandbox import Sandbox
 
 # Overridable for another LibreOffice build (e.g. a container image with its own path).
 SOFFICE = os.environ.get("COMPUTERRL_SOFFICE", "/usr/lib/libreoffice/program/soffice.bin")
@@ -37,16 +46,14 @@ _SEED_SETTINGS = {  # (node path, property) -> value, written into registrymodif
 }
 
 
-def seed_profile(profile: Path) -> None:
-    user = profile / "user"
-    user.mkdir(parents=True, exist_ok=True)
+def seed_profile() -> bytes:
+    """registrymodifications.xcu of a fresh profile that shows no wizard, tip or recovery dialog."""
     items = "\n".join(
         f'<item oor:path="{path}"><prop oor:name="{prop}" oor:op="fuse"><value>{value}</value></prop></item>'
         for (path, prop), value in _SEED_SETTINGS.items())
-    (user / "registrymodifications.xcu").write_text(
-        '<?xml version="1.0" encoding="UTF-8"?>\n<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
-        'xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
-        f"{items}\n</oor:items>\n")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
+            'xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+            f"{items}\n</oor:items>\n").encode()
 
 
 RESTART_EXIT_CODE = 81
@@ -60,47 +67,56 @@ class _RestartRequested(Exception):
 class Office:
     """The desktop's soffice.bin and a UNO connection to it."""
 
-    def __init__(self, env: dict[str, str], profile: Path, pipe_name: str, log: Path):
-        self.env, self.profile, self.pipe_name, self.log = env, profile, pipe_name, log
-        self.proc: subprocess.Popen | None = None
+    def __init__(self, sandbox: "Sandbox", env: dict[str, str], profile: str, pipe_name: str, log: str):
+        # profile, log: paths inside the sandbox
+        self.sandbox, self.env, self.profile, self.pipe_name, self.log = sandbox, env, profile, pipe_name, log
+        self.proc = None  # SandboxProcess of soffice.bin
         self._desktop = None  # com.sun.star.frame.Desktop proxy
 
     def start(self, timeout_s: float = 60.0) -> None:
-        if not (self.profile / "user" / "registrymodifications.xcu").exists():
-            seed_profile(self.profile)
+        seed = f"{self.profile}/user/registrymodifications.xcu"
+        if not self.sandbox.host(seed).exists():
+            self.sandbox.write(seed, seed_profile())
         try:
             self._launch(timeout_s)
         except _RestartRequested:  # a new profile's first run exits 81 and wants a restart (oosplash's job)
             self._launch(timeout_s)
 
     def _launch(self, timeout_s: float) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [SOFFICE, "--norestore", "--nologo", "--nodefault", "--nofirststartwizard", "--nolockcheck",
-                 f"-env:UserInstallation={self.profile.as_uri()}",
-                 f"--accept=pipe,name={self.pipe_name};urp;StarOffice.ComponentContext"],
-                env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.proc = self.sandbox.spawn(
+            [SOFFICE, "--norestore", "--nologo", "--nodefault", "--nofirststartwizard", "--nolockcheck",
+             f"-env:UserInstallation=file://{self.profile}",
+             f"--accept=pipe,name={self.pipe_name};urp;StarOffice.ComponentContext"], env=self.env, log=self.log)
         self._connect(timeout_s)
 
     def _connect(self, timeout_s: float) -> None:
         import uno
         from com.sun.star.connection import NoConnectException
 
+        from computerrl.envs.sandbox import UID
+
         local = uno.getComponentContext()
         resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
         deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() == RESTART_EXIT_CODE:
-                raise _RestartRequested
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"soffice exited with code {self.proc.returncode} while starting; see {self.log}")
-            try:
-                ctx = resolver.resolve(f"uno:pipe,name={self.pipe_name};urp;StarOffice.ComponentContext")
-                break
-            except NoConnectException:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"soffice did not accept UNO connections within {timeout_s:.0f} s")
-                time.sleep(0.1)
+        alias = f"computerrl-{secrets.token_hex(12)}"
+        link = Path(f"/tmp/OSL_PIPE_{os.getuid()}_{alias}")  # where UNO looks for a pipe of that name
+        link.symlink_to(self.sandbox.host(f"/tmp/OSL_PIPE_{UID}_{self.pipe_name}"))
+        try:
+            while True:
+                if self.proc.poll() == RESTART_EXIT_CODE:
+                    raise _RestartRequested
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"soffice exited with code {self.proc.returncode} while starting; "
+                                       f"see {self.sandbox.host(self.log)}")
+                try:
+                    ctx = resolver.resolve(f"uno:pipe,name={alias};urp;StarOffice.ComponentContext")
+                    break
+                except NoConnectException:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"soffice did not accept UNO connections within {timeout_s:.0f} s")
+                    time.sleep(0.1)
+        finally:
+            link.unlink(missing_ok=True)
         self._desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
         self._async = ctx.ServiceManager.createInstanceWithContext("com.sun.star.awt.AsyncCallback", ctx)
 
@@ -137,9 +153,13 @@ class Office:
         self.desktop  # (re)start a dead office before queueing work for it
         self.on_main_thread(lambda: self._desktop.loadComponentFromURL(FACTORIES[app], "_blank", 0, ()))
 
-    def open_file(self, path: Path) -> None:
+    def open_file(self, path: str) -> None:
+        """Open a document by its path in the sandbox (e.g. /home/user/a.xlsx)."""
+        import uno
+
         self.desktop
-        self.on_main_thread(lambda: self._desktop.loadComponentFromURL(path.as_uri(), "_blank", 0, ()))
+        url = uno.systemPathToFileUrl(path)
+        self.on_main_thread(lambda: self._desktop.loadComponentFromURL(url, "_blank", 0, ()))
 
     def close_documents(self) -> int:
         """Close every open document without saving; returns how many were closed."""
@@ -182,6 +202,10 @@ class Office:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # stuck in the kernel (D state): nothing more to do here
                 pass
+        self.disconnect()
+
+    def disconnect(self) -> None:
+        """Forget the UNO connection (the sandbox ends the process itself)."""
         self._desktop = None
 
 

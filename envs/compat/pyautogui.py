@@ -1,10 +1,10 @@
 """A stand-in for pyautogui inside a desktop, for task files' own scripts.
 
 OSWorld's task files drive the desktop from their setup and postconfig steps with snippets such
-as `python -c "import pyautogui; pyautogui.hotkey('ctrl', 's')"`. Commands that a desktop runs
-find this module first on their PYTHONPATH: it does the calls those snippets use with xdotool,
-on the desktop's own display ($DISPLAY), so the task files run unchanged. (The real pyautogui
-would also pull in python3-xlib, which shadows python-xlib.)
+as `python -c "import pyautogui; pyautogui.hotkey('ctrl', 's')"`. Debian's python3 in a desktop's
+sandbox finds this module in /usr/local/lib/python3.X/dist-packages (this folder, bound there): it
+does the calls those snippets use with xdotool, on the desktop's own display ($DISPLAY), so the
+task files run unchanged. Standard library only, like xkeys beside it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from computerrl.envs.actions import BUTTONS, keysym
+from xkeys import BUTTONS, keysym  # beside this file, in the sandbox too
 
 PAUSE = 0.1  # pyautogui's default pause after each call
 
