@@ -47,8 +47,20 @@ class AppApi:
         return path
 
     def shown(self, path: Path) -> str:
-        """A desktop path as the agent knows it (/home/user/…)."""
+        """A desktop path as the agent (and LibreOffice, in the sandbox) knows it: /home/user/…."""
         return as_osworld(self.home, path)
+
+    def url(self, path: Path) -> str:
+        """The file URL LibreOffice (in the desktop's sandbox) knows `path` by."""
+        import uno
+
+        return uno.systemPathToFileUrl(self.shown(path))
+
+    def local(self, url: str) -> Path:
+        """The path of a document's URL on this side (a document outside home is refused)."""
+        import uno
+
+        return self.path(uno.fileUrlToSystemPath(url), "the document's location")
 
     @classmethod
     def app_info(cls, doc: Any, max_chars: int) -> str:

@@ -360,7 +360,7 @@ class CalcApi(AppApi):
 
         if not self.doc.hasLocation():
             raise ApiError("the workbook has never been saved; save it first (ctrl+shift+s)")
-        return Path(uno.fileUrlToSystemPath(self.doc.getLocation())).with_suffix(suffix)
+        return self.local(self.doc.getLocation()).with_suffix(suffix)
 
     # the API
 
@@ -424,8 +424,8 @@ class CalcApi(AppApi):
 
         path = self._doc_path(".csv")
         # comma-separated, '"' quotes, UTF-8 (76), from line 1; Calc exports the active sheet.
-        self._store(uno.systemPathToFileUrl(str(path)), "Text - txt - csv (StarCalc)", FilterOptions="44,34,76,1")
-        return f"Exported sheet {self._active.getName()!r} to {path}"
+        self._store(self.url(path), "Text - txt - csv (StarCalc)", FilterOptions="44,34,76,1")
+        return f"Exported sheet {self._active.getName()!r} to {self.shown(path)}"
 
     def sort_column(self, column_name: str, ascending: bool = True, start_index: int = 2) -> str:
         sheet = self._active
@@ -704,7 +704,7 @@ class CalcApi(AppApi):
             path = self._doc_path(".pdf")
         else:
             path = self.path(file_path)
-        url = uno.systemPathToFileUrl(str(path))
+        url = self.url(path)
         if sheets:  # the PDF filter exports only its "Selection": here the used areas of these sheets
             selection = self.doc.createInstance("com.sun.star.sheet.SheetCellRanges")
             for name in sheets:
@@ -720,7 +720,7 @@ class CalcApi(AppApi):
         if open_after_export:
             desktop = self._controller.getFrame().getCreator()
             desktop.loadComponentFromURL(url, "_blank", 0, ())
-        return f"Exported to {path}"
+        return f"Exported to {self.shown(path)}"
 
     def set_zoom_level(self, zoom_percentage: int) -> None:
         self._controller.ZoomType = 3  # com.sun.star.view.DocumentZoomType.BY_VALUE

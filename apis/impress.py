@@ -249,11 +249,11 @@ class ImpressApi(AppApi):
 
         props = [PropertyValue(Name="FilterName", Value=filter_name)]
         props += [PropertyValue(Name=k, Value=v) for k, v in extra.items()]
-        url = uno.systemPathToFileUrl(str(path))
+        url = self.url(path)
         try:
             (self.doc.storeToURL if to else self.doc.storeAsURL)(url, tuple(props))
         except Exception as e:  # noqa: BLE001 - an IOException from UNO: a path it cannot write
-            raise ApiError(f"could not write {path}: {getattr(e, 'Message', e) or type(e).__name__}") from None
+            raise ApiError(f"could not write {self.shown(path)}: {getattr(e, 'Message', e) or type(e).__name__}") from None
 
     def _place(self, slide, shape, position: dict | None, size: dict | None = None) -> None:
         import uno
@@ -425,7 +425,7 @@ class ImpressApi(AppApi):
             background = self.doc.createInstance("com.sun.star.drawing.Background")
             if image is not None:
                 background.FillStyle = uno.Enum("com.sun.star.drawing.FillStyle", "BITMAP")
-                background.FillBitmapURL = uno.systemPathToFileUrl(str(image))
+                background.FillBitmapURL = self.url(image)
                 background.FillBitmapMode = uno.Enum("com.sun.star.drawing.BitmapMode", "STRETCH")
             else:
                 background.FillStyle = uno.Enum("com.sun.star.drawing.FillStyle", "SOLID")
@@ -437,15 +437,15 @@ class ImpressApi(AppApi):
     def save_as(self, file_path: str, overwrite: bool = False) -> str:
         path = self.path(file_path)
         if not path.parent.is_dir():
-            raise ApiError(f"folder {str(path.parent)!r} does not exist")
+            raise ApiError(f"folder {self.shown(path.parent)!r} does not exist")
         if path.exists() and not overwrite:
-            raise ApiError(f"{str(path)!r} already exists; pass overwrite=True to replace it")
+            raise ApiError(f"{self.shown(path)!r} already exists; pass overwrite=True to replace it")
         suffix = path.suffix.lower()
         if suffix not in _SAVE_FILTERS:
             raise ApiError(f"unknown extension {suffix or '(none)'!r}; use one of {', '.join(_SAVE_FILTERS)}")
         # storeAsURL would make a PDF "the document's file"; a PDF is an export.
         self._store(path, _SAVE_FILTERS[suffix], to=suffix == ".pdf", Overwrite=overwrite)
-        return f"Saved to {path}"
+        return f"Saved to {self.shown(path)}"
 
     def insert_image(self, slide_index: int, image_path: str, width: float | None = None,
                      height: float | None = None, position: dict | None = None) -> str:
@@ -455,11 +455,11 @@ class ImpressApi(AppApi):
         path = self.existing(image_path, "image_path")
         shape = self.doc.createInstance("com.sun.star.drawing.GraphicObjectShape")
         slide.add(shape)
-        shape.GraphicURL = uno.systemPathToFileUrl(str(path))
+        shape.GraphicURL = self.url(path)
         graphic = shape.Graphic
         if graphic is None:
             slide.remove(shape)
-            raise ApiError(f"{str(path)!r} is not an image LibreOffice can read")
+            raise ApiError(f"{self.shown(path)!r} is not an image LibreOffice can read")
         natural = graphic.Size100thMM
         if natural.Width <= 0 or natural.Height <= 0:  # pixels only: 96 dpi
             pixels = graphic.SizePixel
@@ -529,7 +529,7 @@ class ImpressApi(AppApi):
     def export_to_image(self, file_path: str, format: str, slide_index: int | None = None) -> str:
         path = self.path(file_path)
         if not path.parent.is_dir():
-            raise ApiError(f"folder {str(path.parent)!r} does not exist")
+            raise ApiError(f"folder {self.shown(path.parent)!r} does not exist")
         filter_name = f"impress_{_IMAGE_FILTERS[format]}_Export"
         controller, pages = self._controller, self._pages
         current = controller.getCurrentPage()
@@ -543,7 +543,7 @@ class ImpressApi(AppApi):
                 written.append(target.name)
         finally:
             controller.setCurrentPage(current)
-        return f"Exported {', '.join(written)} to {path.parent}"
+        return f"Exported {', '.join(written)} to {self.shown(path.parent)}"
 
     # --- observation ---
 

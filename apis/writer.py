@@ -397,16 +397,16 @@ class WriterApi(AppApi):
 
         path = self.path(image_path, "image_path")
         if not path.is_file():
-            raise ApiError(f"no image file at {path}")
+            raise ApiError(f"no image file at {self.shown(path)}")
         graphic = self.doc.createInstance("com.sun.star.text.TextGraphicObject")
         graphic.AnchorType = uno.Enum("com.sun.star.text.TextContentAnchorType", "AS_CHARACTER")
-        graphic.GraphicURL = uno.systemPathToFileUrl(str(path))
+        graphic.GraphicURL = self.url(path)
         view = self._view_cursor
         view.getText().insertTextContent(view.getEnd(), graphic, False)
         actual = graphic.ActualSize  # known once inserted: the picture's own size in 1/100 mm
         if actual.Width <= 0 or actual.Height <= 0:
             graphic.dispose()
-            raise ApiError(f"{path} is not an image LibreOffice can read")
+            raise ApiError(f"{self.shown(path)} is not an image LibreOffice can read")
         size = uno.createUnoStruct("com.sun.star.awt.Size")
         if width is None and height is None:
             size.Width, size.Height = actual.Width, actual.Height
@@ -436,7 +436,7 @@ class WriterApi(AppApi):
         if output_path is None:
             if not self.doc.hasLocation():
                 raise ApiError("the document has never been saved; give output_path (a folder or .pdf path under /home/user)")
-            source = Path(uno.fileUrlToSystemPath(self.doc.getLocation()))
+            source = self.local(self.doc.getLocation())
             folder, name = source.parent, source.stem
         else:
             given = self.path(output_path, "output_path")
@@ -444,16 +444,16 @@ class WriterApi(AppApi):
                 folder, name = given.parent, given.name
             else:
                 folder = given
-                name = (Path(uno.fileUrlToSystemPath(self.doc.getLocation())).stem if self.doc.hasLocation()
+                name = (self.local(self.doc.getLocation()).stem if self.doc.hasLocation()
                         else self.doc.getTitle())
         name = output_filename or name
         path = folder / (name if name.lower().endswith(".pdf") else name + ".pdf")
         jpeg, reduce = {"standard": (75, True), "high": (95, False), "print": (100, False)}[quality]
         data = (PropertyValue(Name="Quality", Value=jpeg), PropertyValue(Name="ReduceImageResolution", Value=reduce),
                 PropertyValue(Name="ExportNotes", Value=include_comments))
-        self._store(uno.systemPathToFileUrl(str(path)), "writer_pdf_Export",
+        self._store(self.url(path), "writer_pdf_Export",
                     FilterData=uno.Any("[]com.sun.star.beans.PropertyValue", data))
-        return str(path)
+        return self.shown(path)
 
     def set_paragraph_alignment(self, alignment: str, paragraph_indices: list | None = None) -> str:
         n = self._set_on_paragraphs(paragraph_indices, ParaAdjust=PARA_ADJUST[alignment])

@@ -49,9 +49,11 @@ class EnvClient:
         except ValueError as e:  # the channel was closed under us (the pool replaced this server)
             raise EnvLost(f"{method} on {self.address}: {e}") from None
 
-    def reset(self, desktop: int = 0, task: dict | None = None, *, seed: int = 0, screenshot: bool = False):
+    def reset(self, desktop: int = 0, task: dict | None = None, *, seed: int = 0, screenshot: bool = False,
+              task_dir: str = ""):
+        """`task_dir`: the task file's folder, which its file:// sources may read (besides the server's cache)."""
         return self._call("Reset", env_pb2.ResetRequest(desktop=desktop, task_json=json.dumps(task) if task else "",
-                                                        seed=seed, screenshot=screenshot))
+                                                        seed=seed, screenshot=screenshot, task_dir=task_dir))
 
     def step(self, action: str, episode: int, desktop: int = 0, *, screenshot: bool = False):
         """`episode`: the id Reset returned (`observation.episode`)."""
@@ -81,7 +83,8 @@ def observation_dict(obs) -> dict[str, Any]:
 class DesktopEnv:
     """One desktop of an env server, with the Gymnasium contract.
 
-    `reset(options={"task": {...}})` starts an episode (no task = a clean desktop). The agent's
+    `reset(options={"task": {...}, "task_dir": "..."})` starts an episode (no task = a clean desktop);
+    `info["setup_notes"]` lists the task's setup commands that failed. The agent's
     `Agent.exit(...)` or a task success ends it as terminated; `max_steps` ends it as truncated.
     """
 
@@ -95,10 +98,12 @@ class DesktopEnv:
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         task = (options or {}).get("task")
         self.steps, self.aborted = 0, ""
-        obs = self.client.reset(self.desktop, task, seed=seed or 0, screenshot=self.screenshot)
+        obs = self.client.reset(self.desktop, task, seed=seed or 0, screenshot=self.screenshot,
+                                task_dir=str((options or {}).get("task_dir", "")))
         self.episode = obs.episode
         self._last_obs = observation_dict(obs)
-        return self._last_obs, {"task_id": (task or {}).get("id", ""), "episode": self.episode}
+        return self._last_obs, {"task_id": (task or {}).get("id", ""), "episode": self.episode,
+                                "setup_notes": list(obs.setup_notes)}
 
     def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
         self.steps += 1

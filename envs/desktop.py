@@ -104,6 +104,7 @@ class Desktop:
         self._keep: set[int] = set()  # sandbox pids that a reset spares (services and what they started)
         self.terminal_logs: list[str] = []  # session logs of the terminals opened this episode (sandbox paths)
         self.setup_notes: list[str] = []  # what the task's setup commands reported (failures), this reset
+        self.task_dir: Path | None = None  # the running task's folder: its file:// sources may come from it
         self.office: Office | None = None
         self.screen: Screen | None = None
         self._a11y: A11yReader | None = None

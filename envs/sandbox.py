@@ -36,7 +36,7 @@ CONF = "/run/desktop"  # read-only files the env server writes for the desktop (
 X11 = "/tmp/.X11-unix"
 UID = 1000  # the user inside
 INIT = Path(__file__).with_name("sandbox_init.py")
-COMPAT = Path(__file__).with_name("compat")  # pyautogui stand-in and the fake sudo
+COMPAT = Path(__file__).with_name("compat")  # the pyautogui stand-in and sudo
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 PASSWD = "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:/bin/bash\n" \
          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
@@ -108,28 +108,32 @@ class Sandbox:
 
     def start(self, timeout_s: float = 20.0) -> "Sandbox":
         uid = host_uid()
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o755)  # nobody walks it to the folders below, each of which is closed
         for sub in ("home", "tmp", "run", "var"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
             os.chown(self.root / sub, uid, uid)
             os.chmod(self.root / sub, 0o700)
-        (self.root / "conf").mkdir(exist_ok=True)
-        (self.root / "conf" / "passwd").write_text(PASSWD)
-        (self.root / "conf" / "group").write_text(GROUP)
-        shutil.copyfile(COMPAT / "sudo", self.root / "conf" / "sudo")  # a copy: installs may drop the x bit
-        os.chmod(self.root / "conf" / "sudo", 0o755)
+        conf = self.root / "conf"  # read-only inside; copies, so the sandbox needs no view of the package
+        (conf / "compat").mkdir(parents=True, exist_ok=True)
+        (conf / "passwd").write_text(PASSWD)
+        (conf / "group").write_text(GROUP)
+        shutil.copyfile(INIT, conf / "init.py")
+        for f in COMPAT.iterdir():
+            if f.is_file():
+                shutil.copyfile(f, conf / "compat" / f.name)
+        os.chmod(conf / "compat" / "sudo", 0o755)  # a copy: installs may drop the x bit
         self._ctl.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(self._ctl))  # in the server's state folder: the sandbox never sees this path
         os.chmod(self._ctl, 0o600)
         listener.listen(64)
         life_r, self._lifeline = os.pipe()
-        argv = [*self._bwrap_args(), "/usr/bin/python3", "-I", "/run/computerrl/init.py",
-                str(listener.fileno()), str(life_r)]
-        drop = {"user": uid, "group": uid, "extra_groups": []} if os.geteuid() == 0 else {}
+        argv = [*self._bwrap_args(), "/usr/bin/python3", "-I", f"{CONF}/init.py", str(listener.fileno()), str(life_r)]
         log = open(self.root / "sandbox.log", "ab")
         try:
             self.proc = subprocess.Popen(argv, pass_fds=(listener.fileno(), life_r), stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log, env={"PATH": PATH}, **drop)
+                                         stdout=log, stderr=log, env={"PATH": PATH})
         finally:
             log.close()
             listener.close()
@@ -146,27 +150,35 @@ class Sandbox:
                 time.sleep(0.02)
 
     def _bwrap_args(self) -> list[str]:
-        r = str(self.root)
+        r = self.root
+        prefix = []
+        if os.geteuid() == 0:
+            # As root we hand the sandbox to `nobody`, who may not walk the folders that lead to ours
+            # (a 0700 state folder): a first, privileged bubblewrap shows this desktop's folder at
+            # /mnt/desktop in a mount namespace of its own, then becomes nobody and starts the sandbox.
+            r = Path("/mnt/desktop")
+            prefix = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/mnt", "--bind", str(self.root), str(r),
+                      "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--die-with-parent", "--",
+                      "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
         links = [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
                  for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]  # merged /usr, as on the host
-        return ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                *([] if self.network else ["--unshare-net"]),
+        return [*prefix, "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                "--unshare-cgroup-try", *([] if self.network else ["--unshare-net"]),
                 "--uid", str(UID), "--gid", str(UID), "--hostname", "desktop", "--die-with-parent", "--new-session",
                 "--clearenv", "--setenv", "PATH", PATH,
                 "--ro-bind", "/usr", "/usr", *links, "--ro-bind", "/etc", "/etc",
                 "--ro-bind", f"{r}/conf/passwd", "/etc/passwd", "--ro-bind", f"{r}/conf/group", "/etc/group",
                 # /usr/local is the host's own business: in its place, the stand-ins and nothing else
-                "--tmpfs", "/usr/local", "--ro-bind", f"{r}/conf/sudo", "/usr/local/bin/sudo",
+                "--tmpfs", "/usr/local", "--ro-bind", f"{r}/conf/compat/sudo", "/usr/local/bin/sudo",
                 "--symlink", "/usr/bin/python3", "/usr/local/bin/python",
-                "--ro-bind", str(COMPAT), python_site(), "--remount-ro", "/usr/local",
+                "--ro-bind", f"{r}/conf/compat", python_site(), "--remount-ro", "/usr/local",
                 "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
                 "--ro-bind-try", "/var/lib/dpkg", "/var/lib/dpkg", "--dir", "/var/tmp",
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--ro-bind", "/sys", "/sys",
-                "--bind", f"{r}/tmp", TMP, "--ro-bind", str(self.x11_dir), X11,
+                "--bind", f"{r}/tmp", TMP, "--ro-bind", f"{r}/{self.x11_dir.relative_to(self.root)}", X11,
                 "--bind", f"{r}/home", HOME, "--tmpfs", "/run", "--bind", f"{r}/run", RUN,
                 "--bind", f"{r}/var", VAR, "--ro-bind", f"{r}/conf", CONF,
-                "--ro-bind", str(INIT), "/run/computerrl/init.py", "--remount-ro", "/run", "--remount-ro", "/",
-                "--chdir", HOME]
+                "--remount-ro", "/run", "--remount-ro", "/", "--chdir", HOME]
 
     # ---- requests to the keeper inside -----------------------------------------------------
     def request(self, req: dict, timeout_s: float = REQUEST_TIMEOUT_S) -> dict:

@@ -2,7 +2,8 @@
 
     python -m computerrl.envs.server --port 0 --desktops 1      # prints "LISTENING <port>"
 
-It binds to loopback unless told otherwise; bound wider it refuses to start without a shared
+Every desktop runs in a sandbox of its own (envs/sandbox.py): what the agent and the tasks run
+cannot touch this machine. It binds to loopback unless told otherwise; bound wider it refuses to start without a shared
 token (`COMPUTERRL_ENV_TOKEN`), which every call must then carry. A desktop that dies (Xvfb,
 D-Bus, soffice…) is rebuilt by a watchdog; the episode it was serving is reported lost
 (gRPC ABORTED), which clients record as an aborted episode, never as a failure. Reset runs a
@@ -37,7 +38,7 @@ from computerrl.envs.proto import env_pb2, env_pb2_grpc
 from computerrl.envs.tasks import metrics as _metrics  # noqa: F401 - registers the metrics
 from computerrl.envs.tasks import getters as _getters  # noqa: F401 - registers the getters
 from computerrl.envs.tasks.evaluate import evaluate
-from computerrl.envs.tasks.setup import SetupError, run_steps
+from computerrl.envs.tasks.setup import SetupError, missing_sources, run_steps
 from computerrl.envs.tasks.task import Task, TaskError, parse_task
 
 log = logging.getLogger("computerrl.envs.server")
@@ -64,8 +65,9 @@ class Slot:
         self.task: Task | None = None  # the running (or latest) episode's task
         self.exit_success: bool | None = None  # what the agent claimed in Agent.exit (None: never exited)
 
-    def build(self) -> None:
-        """(Re)build the desktop; on failure the slot stays empty with the reason as its problem."""
+    def build(self, network: bool | None = None) -> None:
+        """(Re)build the desktop; on failure the slot stays empty with the reason as its problem.
+        `network`: whether its sandbox shares the host's network (None: the server's option)."""
         if self.closing:
             raise RuntimeError("the server is stopping")
         if self.desktop is not None:
@@ -73,8 +75,9 @@ class Slot:
             self.desktop = None
             self.replacements += 1
         self.problem = "starting"
+        options = {**self.options, **({} if network is None else {"network": network})}
         try:
-            self.desktop = Desktop(self.workdir, **self.options).start()
+            self.desktop = Desktop(self.workdir, **options).start()
         except Exception as e:
             self.problem = f"failed to start: {e}"
             raise
@@ -139,6 +142,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             task = self._task(request.task_json, context)
             slot.episode = slot.last_episode = 0  # whatever happens next, the previous episode is over
             slot.task = None
+            self._prepare(slot, task, request.task_dir, context)
             for attempt in range(2):  # no episode runs yet: a desktop that dies now is simply replaced
                 try:
                     slot.desktop.reset()
@@ -146,19 +150,38 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                         run_steps(slot.desktop, task.config)
                     obs = slot.desktop.observe(screenshot=request.screenshot)
                     break
-                except SetupError as e:  # the task's fault, not the desktop's
+                except SetupError as e:  # the task's fault, unless the desktop died under it
+                    if slot.desktop.health():
+                        self._failed(slot, context, e)
                     context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task setup failed: {e}")
                 except Exception as e:  # noqa: BLE001 - whatever broke, the desktop tells us whether it died
                     if attempt or not slot.replace_if_dead():
                         self._failed(slot, context, e)
                     self._ready(slot, context)
+                    self._prepare(slot, task, request.task_dir, context)
             slot.task, slot.exit_success = task, None
             slot.episode = slot.last_episode = secrets.randbits(63) or 1
             slot.ended = ""
             slot.episodes += 1
             message = observation_message(obs)
             message.episode = slot.episode
+            message.setup_notes.extend(slot.desktop.setup_notes)
             return message
+
+    def _prepare(self, slot: Slot, task: Task | None, task_dir: str, context) -> None:
+        """Before a reset: the desktop the task needs (network or not), and every file it copies in at hand."""
+        want = bool(slot.options.get("network")) or bool(task is not None and task.network)
+        if slot.desktop.network != want:  # the sandbox's network is fixed when it starts: start another
+            try:
+                slot.build(network=want)
+            except Exception as e:  # noqa: BLE001
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} could not restart: {e}")
+        slot.desktop.task_dir = Path(task_dir).resolve() if task_dir else None
+        if task is not None:
+            problems = missing_sources(slot.desktop, task.config + task.evaluator.get("postconfig", []), task.getters)
+            if problems:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task {task.id} cannot be set up: "
+                                                                   + "; ".join(problems))
 
     def Step(self, request, context):
         slot = self._slot(request.desktop, context)
@@ -238,6 +261,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             try:
                 score, detail = evaluate(slot.desktop, slot.task, slot.exit_success)
             except SetupError as e:
+                if slot.desktop.health():
+                    self._failed(slot, context, e)
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"evaluation failed: {e}")
             except Exception as e:  # noqa: BLE001
                 self._failed(slot, context, e)
@@ -279,13 +304,16 @@ class EnvServer:
     """Owns the gRPC server, the desktops and the watchdog that replaces dead ones."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, desktops: int = 1, workdir: Path | None = None,
-                 token: str = "", settle_s: float = 0.03, watchdog_s: float = 1.0, **desktop_options):
+                 token: str = "", settle_s: float = 0.03, watchdog_s: float = 1.0, exit_with_parent: bool = False,
+                 **desktop_options):
         if host not in LOOPBACK and not token:
             raise ValueError(f"refusing to listen on {host} without a token: set {TOKEN_ENV}")
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="computerrl-env-"))
         self.slots = [Slot(i, self.workdir / f"desktop-{i}", desktop_options) for i in range(desktops)]
         self.watchdog_s = watchdog_s
+        # The process that started us (spawn-envs, tasks build): once it is gone, so are we.
+        self.parent = os.getppid() if exit_with_parent else 0
         self.stopped = threading.Event()  # set when stopping begins
         self.done = threading.Event()  # set when every desktop is closed
         self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=4 + 2 * desktops),
@@ -306,6 +334,10 @@ class EnvServer:
     def _watch(self) -> None:
         # The first builds happen here, so the port answers Health (as "starting") at once.
         while not self.stopped.is_set():
+            if self.parent and os.getppid() != self.parent:  # orphaned: whoever owned us died
+                log.warning("the process that started this server (pid %d) is gone; stopping", self.parent)
+                threading.Thread(target=self.stop, daemon=True).start()
+                return
             for slot in self.slots:
                 # A busy slot is skipped: the call holding it checks its desktop itself.
                 if not self.stopped.is_set() and slot.lock.acquire(blocking=False):
@@ -352,11 +384,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--settle-s", type=float, default=0.03, help="pause between an action and its observation")
     p.add_argument("--cache", type=Path, default=None,
                    help="file cache for tasks' downloads: a folder with index.json mapping URL -> file")
+    p.add_argument("--network", action="store_true",
+                   help="desktops share the host's network (default: none, unless a task asks for it)")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop when the process that started this server exits (backends pass it)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = EnvServer(host=args.host, port=args.port, desktops=args.desktops, workdir=args.workdir,
                        token=os.environ.get(TOKEN_ENV, ""), settle_s=args.settle_s,
-                       width=args.width, height=args.height, file_cache=args.cache).start()
+                       exit_with_parent=args.exit_with_parent, width=args.width, height=args.height,
+                       file_cache=args.cache, network=args.network).start()
     print(f"LISTENING {server.port}", flush=True)
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack to the log
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop off the handler: a second signal must not deadlock it

@@ -58,11 +58,18 @@ class SpawnEnvsConfig:
     docker_image: str = "computerrl-desktop:latest"  # image for --backend docker
     docker_hosts: str = ""  # comma-separated Docker engine URLs; "" = $DOCKER_HOST, else the local socket
     publish_ip: str = "127.0.0.1"  # interface docker publishes server ports on; 0.0.0.0 for remote engines
+    cache: Path | None = None  # task file cache (index.json: URL -> file) every server's tasks copy files from
+    network: bool = False  # desktops share the host's network (default: none, unless a task asks for it)
     detach: bool = False  # supervise in the background and return once all are healthy
     stop: bool = False  # stop the envs of OUT (a detached supervisor, or the servers of its manifest)
 
     def __post_init__(self):
         self.out = Path(self.out)
+        if self.cache is not None:
+            self.cache = Path(self.cache).resolve()
+            if not (self.cache / "index.json").is_file():
+                raise ValueError(f"--cache {self.cache}: no index.json there (it maps each URL to a file of the "
+                                 "folder; `computerrl tasks build` writes one)")
         if self.count < 1 or self.desktops_per_env < 1:
             raise ValueError("--count and --desktops-per-env must be at least 1")
         if self.detach and self.stop:
@@ -90,6 +97,10 @@ def command(
                                                    "else the local socket).")] = "",
     publish_ip: Annotated[str, typer.Option(help="Interface docker publishes server ports on; 0.0.0.0 for remote "
                                                  "engines (the token guards them).")] = "127.0.0.1",
+    cache: Annotated[Path | None, typer.Option(help="Task file cache for every server: a folder whose index.json "
+                                                    "maps URLs to its files (tasks' downloads read only it).")] = None,
+    network: Annotated[bool, typer.Option(help="Desktops share the host's network (default: none; a task with "
+                                               "\"network\": true still gets it).")] = False,
     detach: Annotated[bool, typer.Option(help="Supervise in the background; return once all are healthy.")] = False,
     stop: Annotated[bool, typer.Option(help="Stop the envs recorded in --out.")] = False,
 ):
@@ -105,10 +116,12 @@ def _backend(cfg: SpawnEnvsConfig):
 
     options = {}
     if cfg.backend == "local":
-        options = {"workdir": cfg.out / "state"}
+        args = [*(["--cache", str(cfg.cache)] if cfg.cache else []), *(["--network"] if cfg.network else [])]
+        options = {"workdir": cfg.out / "state", "server_args": tuple(args)}
     elif cfg.backend == "docker":
         hosts = [h.strip() for h in cfg.docker_hosts.split(",") if h.strip()]
-        options = {"image": cfg.docker_image, "hosts": hosts or None, "publish_ip": cfg.publish_ip}
+        options = {"image": cfg.docker_image, "hosts": hosts or None, "publish_ip": cfg.publish_ip,
+                   "cache": str(cfg.cache) if cfg.cache else None, "network": cfg.network}
     return make_backend(cfg.backend, **options)
 
 
@@ -196,7 +209,7 @@ def _detach(cfg: SpawnEnvsConfig) -> int:
     args = [sys.executable, "-m", "computerrl.cli.main", "spawn-envs"]
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if f.name in ("detach", "stop"):
+        if f.name in ("detach", "stop") or value is None:
             continue
         flag = "--" + f.name.replace("_", "-")
         args += [flag if value else "--no-" + flag[2:]] if isinstance(value, bool) else [flag, str(value)]

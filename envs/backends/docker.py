@@ -24,6 +24,7 @@ from computerrl.envs.backends.base import SERVER_PORT, EnvHandle, register_backe
 
 DEFAULT_IMAGE = "computerrl-desktop:latest"
 LOCAL_SOCKET = "unix:///var/run/docker.sock"
+CACHE_MOUNT = "/cache"  # where a container sees the task file cache
 REMOTE_SCHEMES = ("tcp", "ssh", "http", "https")
 
 
@@ -57,6 +58,8 @@ class DockerBackend:
         publish_ip: str = "127.0.0.1",  # host interface the server port is published on
         token: str | None = None,  # server secret; None = a random one for this backend
         client_factory: Callable[..., Any] | None = None,  # None = docker.DockerClient
+        cache: str | None = None,  # task file cache on the Docker host(s), mounted read-only at /cache
+        network: bool = False,  # desktops share the container's network (default: none)
     ):
         if hosts is None:
             hosts = [h.strip() for h in os.environ.get("DOCKER_HOST", "").split(",") if h.strip()]
@@ -76,6 +79,7 @@ class DockerBackend:
         self.publish_ip = publish_ip
         self.token = token if token is not None else secrets.token_urlsafe(32)
         self._factory = client_factory
+        self.cache, self.network = cache, network
         self._clients: dict[str, Any] = {}
         self._image_ok: set[str] = set()  # hosts where the image was seen (checked once per host)
         self._load = {h: 0 for h in self.hosts}  # containers this backend runs, per host
@@ -119,7 +123,14 @@ class DockerBackend:
             container = client.containers.run(
                 self.image,
                 command=["python", "-m", "computerrl.envs.server", "--host", "0.0.0.0",
-                         "--port", str(SERVER_PORT), "--desktops", str(desktops)],
+                         "--port", str(SERVER_PORT), "--desktops", str(desktops),
+                         *(["--cache", CACHE_MOUNT] if self.cache else []), *(["--network"] if self.network else [])],
+                volumes={self.cache: {"bind": CACHE_MOUNT, "mode": "ro"}} if self.cache else {},
+                # Each desktop is a bubblewrap sandbox inside the container, as with the local backend:
+                # it needs user namespaces, which Docker's default seccomp profile forbids. Nothing
+                # else is granted: the server runs as an unprivileged user with no capabilities.
+                security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+                cap_drop=["ALL"],
                 detach=True,
                 name=f"computerrl-{safe_id}-{secrets.token_hex(3)}",
                 environment={"COMPUTERRL_ENV_TOKEN": self.token},

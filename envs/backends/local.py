@@ -43,7 +43,7 @@ class LocalBackend:
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 [self.python, "-m", SERVER_MODULE.decode(), "--host", "127.0.0.1", "--port", "0",
-                 "--desktops", str(desktops), "--workdir", str(state), *self.server_args],
+                 "--desktops", str(desktops), "--workdir", str(state), "--exit-with-parent", *self.server_args],
                 stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
                 env={**os.environ, TOKEN_ENV: token})
         port = self._read_port(proc, log_path, state)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tenv.proto\x12\x0e\x63omputerrl.env\"T\n\x0cResetRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x11\n\ttask_json\x18\x02 \x01(\t\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x12\n\nscreenshot\x18\x04 \x01(\x08\"S\n\x0bStepRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x12\n\nscreenshot\x18\x03 \x01(\x08\x12\x0f\n\x07\x65pisode\x18\x04 \x01(\x04\"A\n\x06Window\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0b\n\x03\x61pp\x18\x03 \x01(\t\x12\x0f\n\x07\x66ocused\x18\x04 \x01(\x08\"\xaa\x01\n\x0bObservation\x12\x12\n\nscreenshot\x18\x01 \x01(\x0c\x12\x11\n\ta11y_tree\x18\x02 \x01(\t\x12\'\n\x07windows\x18\x03 \x03(\x0b\x32\x16.computerrl.env.Window\x12\x13\n\x0b\x66ocused_app\x18\x04 \x01(\t\x12\x10\n\x08\x61pp_info\x18\x05 \x01(\t\x12\x13\n\x0blast_result\x18\x06 \x01(\t\x12\x0f\n\x07\x65pisode\x18\x07 \x01(\x04\"\xb5\x01\n\nStepResult\x12\x30\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1b.computerrl.env.Observation\x12\x14\n\x0c\x61\x63tion_valid\x18\x02 \x01(\x08\x12\x13\n\x0b\x61\x63tion_json\x18\x03 \x01(\t\x12\x13\n\x0b\x65xec_result\x18\x04 \x01(\t\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\x12\x14\n\x0c\x65xit_success\x18\x06 \x01(\x08\x12\x11\n\telapsed_s\x18\x07 \x01(\x01\"3\n\x0f\x45valuateRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07\x65pisode\x18\x02 \x01(\x04\":\n\x05Score\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x12\n\nconfigured\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x0f\n\rHealthRequest\"j\n\rDesktopHealth\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x12\x10\n\x08\x65pisodes\x18\x04 \x01(\x04\x12\x14\n\x0creplacements\x18\x05 \x01(\x04\"\\\n\x0bHealthReply\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12/\n\x08\x64\x65sktops\x18\x02 \x03(\x0b\x32\x1d.computerrl.env.DesktopHealth\x12\x0b\n\x03pid\x18\x03 \x01(\r\"\x0e\n\x0c\x43loseRequest\"\x0c\n\nCloseReply2\xde\x02\n\nEnvService\x12\x42\n\x05Reset\x12\x1c.computerrl.env.ResetRequest\x1a\x1b.computerrl.env.Observation\x12?\n\x04Step\x12\x1b.computerrl.env.StepRequest\x1a\x1a.computerrl.env.StepResult\x12\x42\n\x08\x45valuate\x12\x1f.computerrl.env.EvaluateRequest\x1a\x15.computerrl.env.Score\x12\x44\n\x06Health\x12\x1d.computerrl.env.HealthRequest\x1a\x1b.computerrl.env.HealthReply\x12\x41\n\x05\x43lose\x12\x1c.computerrl.env.CloseRequest\x1a\x1a.computerrl.env.CloseReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tenv.proto\x12\x0e\x63omputerrl.env\"f\n\x0cResetRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x11\n\ttask_json\x18\x02 \x01(\t\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x12\n\nscreenshot\x18\x04 \x01(\x08\x12\x10\n\x08task_dir\x18\x05 \x01(\t\"S\n\x0bStepRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x12\n\nscreenshot\x18\x03 \x01(\x08\x12\x0f\n\x07\x65pisode\x18\x04 \x01(\x04\"A\n\x06Window\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0b\n\x03\x61pp\x18\x03 \x01(\t\x12\x0f\n\x07\x66ocused\x18\x04 \x01(\x08\"\xbf\x01\n\x0bObservation\x12\x12\n\nscreenshot\x18\x01 \x01(\x0c\x12\x11\n\ta11y_tree\x18\x02 \x01(\t\x12\'\n\x07windows\x18\x03 \x03(\x0b\x32\x16.computerrl.env.Window\x12\x13\n\x0b\x66ocused_app\x18\x04 \x01(\t\x12\x10\n\x08\x61pp_info\x18\x05 \x01(\t\x12\x13\n\x0blast_result\x18\x06 \x01(\t\x12\x0f\n\x07\x65pisode\x18\x07 \x01(\x04\x12\x13\n\x0bsetup_notes\x18\x08 \x03(\t\"\xb5\x01\n\nStepResult\x12\x30\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1b.computerrl.env.Observation\x12\x14\n\x0c\x61\x63tion_valid\x18\x02 \x01(\x08\x12\x13\n\x0b\x61\x63tion_json\x18\x03 \x01(\t\x12\x13\n\x0b\x65xec_result\x18\x04 \x01(\t\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\x12\x14\n\x0c\x65xit_success\x18\x06 \x01(\x08\x12\x11\n\telapsed_s\x18\x07 \x01(\x01\"3\n\x0f\x45valuateRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07\x65pisode\x18\x02 \x01(\x04\":\n\x05Score\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x12\n\nconfigured\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x0f\n\rHealthRequest\"j\n\rDesktopHealth\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x12\x10\n\x08\x65pisodes\x18\x04 \x01(\x04\x12\x14\n\x0creplacements\x18\x05 \x01(\x04\"\\\n\x0bHealthReply\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12/\n\x08\x64\x65sktops\x18\x02 \x03(\x0b\x32\x1d.computerrl.env.DesktopHealth\x12\x0b\n\x03pid\x18\x03 \x01(\r\"\x0e\n\x0c\x43loseRequest\"\x0c\n\nCloseReply2\xde\x02\n\nEnvService\x12\x42\n\x05Reset\x12\x1c.computerrl.env.ResetRequest\x1a\x1b.computerrl.env.Observation\x12?\n\x04Step\x12\x1b.computerrl.env.StepRequest\x1a\x1a.computerrl.env.StepResult\x12\x42\n\x08\x45valuate\x12\x1f.computerrl.env.EvaluateRequest\x1a\x15.computerrl.env.Score\x12\x44\n\x06Health\x12\x1d.computerrl.env.HealthRequest\x1a\x1b.computerrl.env.HealthReply\x12\x41\n\x05\x43lose\x12\x1c.computerrl.env.CloseRequest\x1a\x1a.computerrl.env.CloseReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,29 +32,29 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'env_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RESETREQUEST']._serialized_start=29
-  _globals['_RESETREQUEST']._serialized_end=113
-  _globals['_STEPREQUEST']._serialized_start=115
-  _globals['_STEPREQUEST']._serialized_end=198
-  _globals['_WINDOW']._serialized_start=200
-  _globals['_WINDOW']._serialized_end=265
-  _globals['_OBSERVATION']._serialized_start=268
-  _globals['_OBSERVATION']._serialized_end=438
-  _globals['_STEPRESULT']._serialized_start=441
-  _globals['_STEPRESULT']._serialized_end=622
-  _globals['_EVALUATEREQUEST']._serialized_start=624
-  _globals['_EVALUATEREQUEST']._serialized_end=675
-  _globals['_SCORE']._serialized_start=677
-  _globals['_SCORE']._serialized_end=735
-  _globals['_HEALTHREQUEST']._serialized_start=737
-  _globals['_HEALTHREQUEST']._serialized_end=752
-  _globals['_DESKTOPHEALTH']._serialized_start=754
-  _globals['_DESKTOPHEALTH']._serialized_end=860
-  _globals['_HEALTHREPLY']._serialized_start=862
-  _globals['_HEALTHREPLY']._serialized_end=954
-  _globals['_CLOSEREQUEST']._serialized_start=956
-  _globals['_CLOSEREQUEST']._serialized_end=970
-  _globals['_CLOSEREPLY']._serialized_start=972
-  _globals['_CLOSEREPLY']._serialized_end=984
-  _globals['_ENVSERVICE']._serialized_start=987
-  _globals['_ENVSERVICE']._serialized_end=1337
+  _globals['_RESETREQUEST']._serialized_end=131
+  _globals['_STEPREQUEST']._serialized_start=133
+  _globals['_STEPREQUEST']._serialized_end=216
+  _globals['_WINDOW']._serialized_start=218
+  _globals['_WINDOW']._serialized_end=283
+  _globals['_OBSERVATION']._serialized_start=286
+  _globals['_OBSERVATION']._serialized_end=477
+  _globals['_STEPRESULT']._serialized_start=480
+  _globals['_STEPRESULT']._serialized_end=661
+  _globals['_EVALUATEREQUEST']._serialized_start=663
+  _globals['_EVALUATEREQUEST']._serialized_end=714
+  _globals['_SCORE']._serialized_start=716
+  _globals['_SCORE']._serialized_end=774
+  _globals['_HEALTHREQUEST']._serialized_start=776
+  _globals['_HEALTHREQUEST']._serialized_end=791
+  _globals['_DESKTOPHEALTH']._serialized_start=793
+  _globals['_DESKTOPHEALTH']._serialized_end=899
+  _globals['_HEALTHREPLY']._serialized_start=901
+  _globals['_HEALTHREPLY']._serialized_end=993
+  _globals['_CLOSEREQUEST']._serialized_start=995
+  _globals['_CLOSEREQUEST']._serialized_end=1009
+  _globals['_CLOSEREPLY']._serialized_start=1011
+  _globals['_CLOSEREPLY']._serialized_end=1023
+  _globals['_ENVSERVICE']._serialized_start=1026
+  _globals['_ENVSERVICE']._serialized_end=1376
 # @@protoc_insertion_point(module_scope)

@@ -6,7 +6,6 @@ the episode never produced is `None`, which every metric scores 0.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,19 +27,21 @@ def getter(name: str):
 
 @getter("vm_file")
 def vm_file(desktop: "Desktop", spec: dict, out: Path) -> str | None:
-    """Copy the file out of the desktop, so the metric reads a snapshot, not a file being saved."""
-    src = desktop_path(desktop, spec["path"])
-    if not src.is_file():
+    """Copy the file out of the desktop (read as its user, in its sandbox), so the metric reads a
+    snapshot, not a file being saved."""
+    src = desktop_path(spec["path"])
+    data = desktop.sandbox.read(src)
+    if data is None:
         return None
-    dest = Path(tempfile.mkdtemp(dir=out)) / Path(spec.get("dest") or src.name).name  # one folder each: no clashes
-    shutil.copyfile(src, dest)
+    dest = Path(tempfile.mkdtemp(dir=out)) / Path(spec.get("dest") or src).name  # one folder each: no clashes
+    dest.write_bytes(data)
     return str(dest)
 
 
 @getter("cloud_file")
 @getter("cache_file")
 def cloud_file(desktop: "Desktop", spec: dict, out: Path) -> str:
-    return str(cached(desktop.file_cache, spec["path"]))
+    return str(cached(desktop, spec["path"]))
 
 
 @getter("rule")

@@ -1,138 +1,224 @@
 """Setup steps of OSWorld tasks (`config` and `evaluator.postconfig`), run inside a desktop.
 
-Paths under `/home/user` (OSWorld's user) mean the desktop's own home folder, so task files
-run unchanged. `download` reads a local file cache, never the network: an uncached URL fails
-the task at once with the URL in the message.
+Everything a step runs or writes happens in the desktop's sandbox: commands run there as its
+user, files are written through its view of the file system (so `/home/user` is the literal
+home, and a link the agent planted points inside the sandbox only). What a step reads from the
+host is restricted: `download` takes files from the task file cache (`--cache`, whose
+`index.json` maps URLs to files) or a `file://` path inside that cache or the task's own folder,
+and `upload_file` likewise; nothing is fetched from the network. Each step's parameters are
+checked when the task loads (`check_parameters`), so a malformed step is named before any
+desktop runs it.
 """
 
 from __future__ import annotations
 
-import re
+import json
+import posixpath
 import shlex
-import shutil
-import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
-from computerrl.envs.paths import OSWORLD_HOME, in_home
+from computerrl.envs.paths import OSWORLD_HOME
 from computerrl.envs.tasks.registry import SETUP_STEPS
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop import Desktop
 
 COMMAND_TIMEOUT_S = 60.0
+SLEEP_MAX_S = 30.0  # a task cannot park a desktop for long
 OFFICE_SUFFIXES = {".xlsx", ".xls", ".ods", ".csv", ".docx", ".doc", ".odt", ".rtf", ".pptx", ".ppt", ".odp", ".txt"}
+STEP_PARAMETERS: dict[str, dict[str, tuple[Callable[[Any], str], bool]]] = {}  # type -> name -> (check, required)
 
 
 class SetupError(RuntimeError):
     """A setup step that cannot run; the task is skipped with this message."""
 
 
-def step(name: str):
+# ---- parameter checks: each returns "" when the value is fine, else what was expected -------
+def _string(v) -> str:
+    return "" if isinstance(v, str) and v else "expected a non-empty string"
+
+
+def _flag(v) -> str:
+    return "" if isinstance(v, bool) else "expected true or false"
+
+
+def _seconds(v) -> str:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1e6
+    return "" if ok else "expected a number of seconds"
+
+
+def _command(v) -> str:
+    ok = (isinstance(v, str) and v.strip()) or (isinstance(v, list) and v and all(isinstance(c, (str, int, float))
+                                                                                  for c in v))
+    return "" if ok else "expected a command: a string, or a list of strings"
+
+
+def _files(*keys: str) -> Callable[[Any], str]:
+    def check(v) -> str:
+        if not isinstance(v, list) or not v:
+            return f"expected a non-empty list of files, each with {' and '.join(keys)}"
+        for i, f in enumerate(v):
+            if not isinstance(f, dict) or any(_string(f.get(k)) for k in keys):
+                return f"item {i}: expected an object with {' and '.join(keys)} (non-empty strings)"
+        return ""
+
+    return check
+
+
+def step(name: str, **parameters: tuple[Callable[[Any], str], bool]):
+    """Register a setup step with its parameters: name=(check, required)."""
+
     def wrap(fn):
         SETUP_STEPS[name] = fn
+        STEP_PARAMETERS[name] = parameters
         return fn
 
     return wrap
 
 
-def desktop_path(desktop: "Desktop", path: str) -> Path:
-    """A task's path on this desktop: /home/user/… and ~/… map into its home folder."""
-    try:
-        return in_home(desktop.home, path)
-    except ValueError as e:
-        raise SetupError(str(e)) from None
+def check_parameters(kind: str, params: dict) -> list[tuple[str, str]]:
+    """(parameter, what is wrong) for a step of a registered type; [] when they are fine."""
+    out = []
+    for name, (check, required) in STEP_PARAMETERS.get(kind, {}).items():
+        if name not in params:
+            if required:
+                out.append((name, "missing"))
+        elif problem := check(params[name]):
+            out.append((name, problem))
+    return out
 
 
-def cached(cache: Path | None, url: str) -> Path:
-    """The local copy of `url`: a file:// path, or the cache's entry (CACHE/index.json maps URL -> file)."""
+# ---- paths and files --------------------------------------------------------------------
+def desktop_path(path: str) -> str:
+    """A task's path on the desktop: ~/… and relative paths are in /home/user; absolute as given."""
+    p = str(path)
+    if p == "~" or p.startswith("~/"):
+        p = OSWORLD_HOME + p[1:]
+    elif not p.startswith("/"):
+        p = f"{OSWORLD_HOME}/{p}"
+    return posixpath.normpath(p)
+
+
+def cached(desktop: "Desktop", url: str) -> Path:
+    """The host file a task may copy in for `url`: the cache's entry, or a file:// path in the cache or
+    the task's own folder (never elsewhere: a task file must not copy the host's files into a desktop)."""
+    cache = desktop.file_cache
     if url.startswith("file://"):
-        local = Path(url[len("file://"):])
+        local = Path(url[len("file://"):]).resolve()
+        roots = [r for r in (cache, desktop.task_dir) if r is not None]
+        if not any(local.is_relative_to(r.resolve()) for r in roots):
+            raise SetupError(f"{url}: a file:// source must be in the task file cache or the task's own folder "
+                             f"({', '.join(map(str, roots)) or 'neither was given'})")
     else:
-        import json
-
         index = json.loads((cache / "index.json").read_text()) if cache and (cache / "index.json").exists() else {}
         if url not in index:
             raise SetupError(f"{url} is not in the file cache ({cache or 'none given'}); add it to "
                              f"index.json there — nothing is downloaded at run time")
-        local = cache / index[url]
+        local = (cache / index[url]).resolve()
+        if not local.is_relative_to(cache.resolve()):
+            raise SetupError(f"{url}: the cache's index points outside the cache ({index[url]})")
     if not local.is_file():
         raise SetupError(f"{url}: cached file {local} does not exist")
     return local
 
 
-@step("download")
+def _source(desktop: "Desktop", f: dict) -> str:
+    """The URL of a download's file, or an upload's local path as file:// (relative: to the task's folder)."""
+    if "url" in f:
+        return f["url"]
+    local = Path(f["local_path"])
+    return "file://" + str(local if local.is_absolute() else (desktop.task_dir or Path.cwd()) / local)
+
+
+def missing_sources(desktop: "Desktop", steps: list[dict], getters: list[dict]) -> list[str]:
+    """Why each file a task copies in (download and upload steps, cloud_file getters) cannot be had;
+    empty when all can. Checked at Reset, so a task is refused before an episode is played."""
+    urls = [_source(desktop, f) for s in steps if s.get("type") in ("download", "upload_file")
+            for f in s.get("parameters", {}).get("files", [])]
+    for g in getters:
+        if g.get("type") in ("cloud_file", "cache_file"):
+            urls += g["path"] if isinstance(g.get("path"), list) else [g.get("path")]
+    problems = []
+    for url in dict.fromkeys(u for u in urls if isinstance(u, str)):
+        try:
+            cached(desktop, url)
+        except SetupError as e:
+            problems.append(str(e))
+    return problems
+
+
+def _copy_in(desktop: "Desktop", files: list[dict]) -> None:
+    for f in files:
+        desktop.sandbox.write(desktop_path(f["path"]), cached(desktop, _source(desktop, f)).read_bytes())
+
+
+# ---- the steps ---------------------------------------------------------------------------
+@step("download", files=(_files("url", "path"), True))
 def download(desktop: "Desktop", files: list[dict], **_) -> None:
-    for f in files:
-        dest = desktop_path(desktop, f["path"])
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(cached(desktop.file_cache, f["url"]), dest)
+    _copy_in(desktop, files)
 
 
-@step("upload_file")
+@step("upload_file", files=(_files("local_path", "path"), True))
 def upload_file(desktop: "Desktop", files: list[dict], **_) -> None:
-    for f in files:
-        dest = desktop_path(desktop, f["path"])
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(f["local_path"], dest)
+    _copy_in(desktop, files)
 
 
-@step("open")
+@step("open", path=(_string, True))
 def open_file(desktop: "Desktop", path: str, **_) -> None:
-    target = desktop_path(desktop, path)
-    if not target.exists():
+    target = desktop_path(path)
+    if desktop.sandbox.read(target, limit=0) is None:
         raise SetupError(f"open: {path} does not exist on the desktop")
-    if target.suffix.lower() not in OFFICE_SUFFIXES:
-        raise SetupError(f"open: no application here opens {target.suffix or 'files without a suffix'}")
+    if Path(target).suffix.lower() not in OFFICE_SUFFIXES:
+        raise SetupError(f"open: no application here opens {Path(target).suffix or 'files without a suffix'}")
     desktop.office.open_file(target)
 
 
-def _argv(desktop: "Desktop", command: list[str] | str, shell: bool) -> list[str]:
-    """The command as argv, with OSWorld's home folder rewritten to the desktop's."""
+def _argv(command: list[str] | str, shell: bool) -> list[str]:
     if shell or isinstance(command, str):
-        argv = ["bash", "-c", command if isinstance(command, str) else shlex.join(command)]
-    else:
-        argv = [str(c) for c in command]
-    # Only the folder itself: /home/user/x and "/home/user" change, /home/username does not.
-    return [re.sub(re.escape(OSWORLD_HOME) + r"(?![\w.-])", lambda _: str(desktop.home), a) for a in argv]
+        return ["bash", "-c", command if isinstance(command, str) else shlex.join(map(str, command))]
+    return [str(c) for c in command]
 
 
-@step("launch")
+@step("launch", command=(_command, True), shell=(_flag, False))
 def launch(desktop: "Desktop", command: list[str] | str, shell: bool = False, **_) -> None:
     raw = command.split() if isinstance(command, str) else [str(c) for c in command]
     office_app = next((a for a in ("calc", "writer", "impress") if f"--{a}" in raw), None)
     if raw and Path(raw[0]).name in ("libreoffice", "soffice") and office_app:  # the desktop's own office
         files = [a for a in raw[1:] if not a.startswith("-")]
         if files:
-            desktop.office.open_file(desktop_path(desktop, files[0]))
+            desktop.office.open_file(desktop_path(files[0]))
         else:
             desktop.office.open_app(office_app)
         return
     if raw and Path(raw[0]).name in ("gnome-terminal", "xterm", "x-terminal-emulator"):  # OSWorld's terminal
         desktop.launch(["xterm", *desktop.terminal_log_args()])
         return
-    desktop.launch(_argv(desktop, command, shell))
+    desktop.launch(_argv(command, shell))
 
 
-@step("execute")
-@step("command")
+@step("execute", command=(_command, True), shell=(_flag, False))
+@step("command", command=(_command, True), shell=(_flag, False))
 def execute(desktop: "Desktop", command: list[str] | str, shell: bool = False, **_) -> str:
-    """Run to completion in the home folder; its output is returned (the getter vm_command_line uses it)."""
-    argv = _argv(desktop, command, shell)
+    """Run to completion in the sandbox, in /home/user; its output is returned (vm_command_line uses it).
+    A command that fails is noted for Reset's reply (exit code and the end of stderr)."""
+    from computerrl.envs.sandbox import SandboxError
+
+    argv = _argv(command, shell)
     try:
-        r = subprocess.run(argv, env=desktop.env, cwd=desktop.home, capture_output=True, text=True,
-                           timeout=COMMAND_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise SetupError(f"command did not finish within {COMMAND_TIMEOUT_S:.0f} s: {argv}") from None
-    except FileNotFoundError as e:
-        raise SetupError(f"command not found: {e.filename}") from None
+        r = desktop.sandbox.run(argv, env=desktop.env, timeout_s=COMMAND_TIMEOUT_S)
+    except SandboxError as e:
+        raise SetupError(f"command {shlex.join(argv)[:200]}: {e}") from None
+    if r.returncode != 0:
+        desktop.setup_notes.append(f"command {shlex.join(argv)[:200]} exited with code {r.returncode}"
+                                   + (f": {r.stderr.strip()[-300:]}" if r.stderr.strip() else ""))
     return r.stdout
 
 
-@step("sleep")
+@step("sleep", seconds=(_seconds, True))
 def sleep(desktop: "Desktop", seconds: float, **_) -> None:
-    time.sleep(min(float(seconds), 30.0))  # a task cannot park a desktop for long
+    time.sleep(min(float(seconds), SLEEP_MAX_S))
 
 
 def _window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False):
@@ -143,20 +229,26 @@ def _window(desktop: "Desktop", window_name: str, strict: bool = False, by_class
     return desktop.wait_for_window(matches, timeout_s=5.0)
 
 
-@step("activate_window")
+def _xdotool(desktop: "Desktop", *argv: str) -> None:
+    import subprocess
+
+    subprocess.run(["xdotool", *argv], env=desktop.env, timeout=10, check=False, capture_output=True)
+
+
+@step("activate_window", window_name=(_string, True), strict=(_flag, False), by_class=(_flag, False))
 def activate_window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False, **_) -> None:
     w = _window(desktop, window_name, strict, by_class)
     if w is None:
         raise SetupError(f"activate_window: no window matches {window_name!r}")
-    subprocess.run(["xdotool", "windowactivate", "--sync", str(w.id)], env=desktop.env, timeout=10, check=False)
+    _xdotool(desktop, "windowactivate", "--sync", str(w.id))
 
 
-@step("close_window")
+@step("close_window", window_name=(_string, True), strict=(_flag, False), by_class=(_flag, False))
 def close_window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False, **_) -> None:
     w = _window(desktop, window_name, strict, by_class)
     if w is None:
         raise SetupError(f"close_window: no window matches {window_name!r}")
-    subprocess.run(["xdotool", "windowclose", str(w.id)], env=desktop.env, timeout=10, check=False)
+    _xdotool(desktop, "windowclose", str(w.id))
 
 
 def run_steps(desktop: "Desktop", steps: list[dict]) -> None:
@@ -167,5 +259,5 @@ def run_steps(desktop: "Desktop", steps: list[dict]) -> None:
             raise
         except TimeoutError:  # a hung office: the desktop's problem, reported as such by the caller
             raise
-        except Exception as e:  # noqa: BLE001 - bad parameters, a corrupt file LibreOffice refuses, …
+        except Exception as e:  # noqa: BLE001 - a corrupt file LibreOffice refuses, a sandbox gone, …
             raise SetupError(f"setup step {i} ({s['type']}) failed: {type(e).__name__}: {e}") from None

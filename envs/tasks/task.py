@@ -35,6 +35,7 @@ class Task:
     source: str = ""
     related_apps: list[str] = dataclasses.field(default_factory=list)
     path: str = ""  # the file it came from ("" when built in memory)
+    network: bool = False  # the desktop's sandbox shares the host's network (our extension; default: none)
 
     @property
     def metrics(self) -> list[str]:
@@ -77,7 +78,14 @@ def load_task(path: Path | str) -> Task:
         raise TaskError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
         raise TaskError(f"{path}: not JSON: {e}") from None
-    return parse_task(data, str(path))
+    except RecursionError:
+        raise TaskError(f"{path}: not a task: JSON nested too deeply to read") from None
+    except ValueError as e:  # e.g. an integer of thousands of digits
+        raise TaskError(f"{path}: not a task: {e}") from None
+    try:
+        return parse_task(data, str(path))
+    except RecursionError:
+        raise TaskError(f"{path}: not a task: nested too deeply") from None
 
 
 def parse_task(data: Any, where: str = "<task>") -> Task:
@@ -119,11 +127,16 @@ def parse_task(data: Any, where: str = "<task>") -> Task:
         _check_step(step, f"evaluator.postconfig[{i}]", need)
     apps = data.get("related_apps", [])
     need(isinstance(apps, list) and all(isinstance(a, str) for a in apps), "related_apps", "expected a list of strings")
+    need(isinstance(data.get("network", False), bool), "network", "expected true or false")
     return Task(id=data["id"], instruction=data["instruction"], config=config, evaluator=ev,
                 snapshot=str(data.get("snapshot", "")), source=str(data.get("source", "")), related_apps=apps,
-                path=where)
+                path=where, network=data.get("network", False))
 
 
 def _check_step(step: Any, field: str, need) -> None:
+    from computerrl.envs.tasks.setup import check_parameters
+
     need(isinstance(step, dict) and isinstance(step.get("type"), str), f"{field}.type", "expected a step type")
     need(isinstance(step.get("parameters", {}), dict), f"{field}.parameters", "expected an object")
+    for name, problem in check_parameters(step["type"], step.get("parameters", {})):
+        need(False, f"{field}.parameters.{name}", problem)
