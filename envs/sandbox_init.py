@@ -15,7 +15,7 @@ socket, so nothing in the desktop can dial it. One JSON request per connection, 
     {"op": "kill_all", "keep": [...]}    -> {"killed": 3}            every other process, SIGKILL
     {"op": "wipe", "dirs": [...], "keep": [...], "skeleton": [...]} -> {}  empty folders, recreate some
     {"op": "write", "path": ..., "data": base64, "mode": 420} -> {}
-    {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true}
+    {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true} (absent or unreadable)
 
 File reads and writes happen here, as the sandbox's user and through the sandbox's view of the
 file system, so a symbolic link planted by the agent can only ever point inside the sandbox.
@@ -145,10 +145,13 @@ def write(req: dict) -> dict:
 
 
 def read(req: dict) -> dict:
-    if not os.path.isfile(req["path"]):
+    try:
+        if not os.path.isfile(req["path"]):
+            return {"missing": True}
+        with open(req["path"], "rb") as f:
+            return {"data": base64.b64encode(f.read(req.get("limit", -1))).decode()}
+    except PermissionError:  # not the desktop user's to read: as good as missing
         return {"missing": True}
-    with open(req["path"], "rb") as f:
-        return {"data": base64.b64encode(f.read(req.get("limit", -1))).decode()}
 
 
 OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all, "wipe": wipe,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -61,10 +62,27 @@ def wait_until(predicate, timeout_s: float = 10.0):
 
 
 def desktop_files(server):
-    """A folder in the desktop's home (made after the test's reset, which wipes home)."""
-    folder = server[0].slots[0].desktop.home / "files"
-    folder.mkdir(exist_ok=True)
-    return folder
+    """/home/user/files as the host sees it (made after the test's reset, which wipes home), made by
+    the desktop's own user so that its apps may write there."""
+    desktop = server[0].slots[0].desktop
+    desktop.sandbox.wipe([], skeleton=["/home/user/files"])
+    return desktop.home / "files"
+
+
+def descendants(roots: list[int]) -> list[int]:
+    """These processes and all below them (host pids), from one pass over /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+        except (ValueError, OSError, IndexError):
+            continue
+    out, todo = [], list(roots)
+    while todo:
+        out.append(pid := todo.pop())
+        todo += children.get(pid, [])
+    return out
 
 
 def ok(env, code: str) -> tuple[dict, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest import act, node_center, wait_until
+from conftest import act, descendants, node_center, wait_until
 from computerrl.envs.pool import wait_healthy
 from computerrl.envs.scripted import response
 
@@ -134,7 +134,8 @@ def test_reset_leaves_no_trace(env, server):
     assert sorted(p.name for p in desktop.home.iterdir()) == sorted(
         ["Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos"])
     assert not any(desktop.home.rglob("*.*"))
-    assert desktop._apps == []
+    running = desktop.sandbox.run(["ps", "-eo", "comm="], env=desktop.env).stdout.split()
+    assert not {"xterm", "bash"} & set(running), running  # the terminal and its shell are gone
 
 
 def test_reset_closes_documents_behind_a_modal_dialog(env, server):
@@ -196,9 +197,11 @@ def test_killed_process_aborts_the_episode_and_a_healthy_desktop_replaces_it(env
     env.reset()
     act(env, "Agent.open_app('calc')")
     desktop = srv.slots[0].desktop
-    proc = desktop.office.proc if victim == "soffice" else desktop._procs["xvfb"]
     replacements = client.health().desktops[0].replacements
-    os.kill(proc.pid, signal.SIGKILL)
+    if victim == "soffice":  # its pid is the sandbox's own: the sandbox kills it
+        desktop.office.proc.kill()
+    else:
+        os.kill(desktop._xvfb.pid, signal.SIGKILL)
     obs, reward, terminated, truncated, info = env.step(response("Agent.type(text='lost')"))
     assert info["aborted"] and "ABORTED" in info["aborted"] and truncated and reward == 0.0
     assert env.aborted
@@ -226,13 +229,17 @@ def test_gymnasium_contract(server):
 
 
 def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path, monkeypatch):
-    from computerrl.envs.desktop import MARKER, Desktop, _scan_processes
+    from computerrl.envs.desktop import Desktop
 
     monkeypatch.chdir(tmp_path)
     desktop = Desktop(Path("d")).start()  # a relative folder works too
-    mine = lambda: _scan_processes(f"{MARKER}={desktop.marker}".encode())[1]  # noqa: E731
-    running = mine()
-    assert len(running) >= 4  # D-Bus, openbox, soffice, the AT-SPI bus launcher and its bus
+    roots = [desktop.sandbox.proc.pid, desktop._xvfb.pid]
+    # A process that hid in a new session with a cleared environment is still the desktop's.
+    desktop.sandbox.run(["bash", "-c", "setsid env -i sleep 300 >/dev/null 2>&1 < /dev/null &"], env=desktop.env)
+    running = descendants(roots)
+    assert len(running) >= 8  # Xvfb, the sandbox, D-Bus, the AT-SPI bus and registry, openbox, soffice, sleep
+    assert any(b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes() for p in running)
     desktop.close()
     desktop.close()
-    assert wait_until(lambda: not mine(), timeout_s=5)
+    assert wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in running), timeout_s=5)
+    assert not list(Path("/tmp").glob("OSL_PIPE_*computerrl*"))  # the UNO pipe lived in the desktop's /tmp

@@ -104,13 +104,35 @@ def test_tasks_check_on_an_empty_folder_is_a_clear_error(tmp_path):
     assert result.exit_code != 0 and "no *.json files" in result.output
 
 
-def test_commands_see_the_desktop_home_for_home_user_only():
-    from pathlib import Path
-    from types import SimpleNamespace
-
+def test_commands_run_as_written():
     from computerrl.envs.tasks.setup import _argv
 
-    desktop = SimpleNamespace(home=Path("/srv/d0/home"))
-    assert _argv(desktop, ["cp", "/home/user/a.txt", "/home/username/b", "/home/user"], False) == [
-        "cp", "/srv/d0/home/a.txt", "/home/username/b", "/srv/d0/home"]
-    assert _argv(desktop, "ls /home/user/Desktop", True) == ["bash", "-c", "ls /srv/d0/home/Desktop"]
+    # /home/user is the desktop's literal home in its sandbox: nothing is rewritten.
+    assert _argv(["cp", "/home/user/a.txt", "/home/username/b"], False) == ["cp", "/home/user/a.txt", "/home/username/b"]
+    assert _argv("ls /home/user/Desktop", True) == ["bash", "-c", "ls /home/user/Desktop"]
+
+
+@pytest.mark.parametrize("step, field, says", [
+    ({"type": "sleep", "parameters": {"seconds": "forever"}}, "'config[0].parameters.seconds'", "number of seconds"),
+    ({"type": "download", "parameters": {}}, "'config[0].parameters.files'", "missing"),
+    ({"type": "download", "parameters": {"files": [{"url": "http://x"}]}}, "'config[0].parameters.files'", "path"),
+    ({"type": "open", "parameters": {"path": 3}}, "'config[0].parameters.path'", "string"),
+    ({"type": "execute", "parameters": {"command": []}}, "'config[0].parameters.command'", "command"),
+    ({"type": "launch", "parameters": {"command": "x", "shell": "yes"}}, "'config[0].parameters.shell'", "true or false"),
+])
+def test_step_parameters_are_checked_when_the_task_loads(tmp_path, step, field, says):
+    path = write(tmp_path, "steps.json", {**CALC_TASK, "config": [step]})
+    with pytest.raises(TaskError) as e:
+        load_task(path)
+    assert str(path) in str(e.value) and field in str(e.value) and says in str(e.value)
+
+
+def test_hostile_files_are_named_and_the_others_still_checked(tmp_path):
+    write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000)
+    write(tmp_path, "digits.json", '{"id": ' + "9" * 5000 + "}")
+    write(tmp_path, "good.json", CALC_TASK)
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "3 task files: 1 load and are supported, 0 need what this build lacks, 2 malformed" in result.output
+    assert "deep.json: not a task: JSON nested too deeply" in result.output
+    assert "digits.json: not a task:" in result.output and "digits" in result.output
