@@ -8,10 +8,12 @@ gRPC, exactly as rollouts drive them. Prints the figures, then one JSON line of 
 
 - reset: Reset (close documents, kill apps, restore home) + open a new Calc document + the first
   observation with the a11y tree — the work a Calc task's setup does before the agent acts.
+- reset with a task: Reset with a real task (an .xlsx downloaded from the file cache into the
+  sandbox and opened) up to the first observation: the case rollouts pay for.
 - step: one scripted Calc action + the full observation (screenshot PNG + a11y tree + windows),
   measured at the client, gRPC included.
-- pss: proportional set size of every process of a desktop's server (shared pages split fairly),
-  with a Calc document open.
+- pss: proportional set size of every process of a desktop's server and below it (the sandbox's
+  own sessions included; shared pages split fairly), with a Calc document open.
 - steps/s: scripted Calc episodes on k desktops at once, text observations (no screenshot).
 """
 
@@ -24,6 +26,7 @@ import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from computerrl.envs.backends.local import LocalBackend
 from computerrl.envs.client import DesktopEnv, EnvClient
@@ -34,19 +37,53 @@ STEP_ACTIONS = ["Agent.type(text='1234', enter=True)", "Agent.hotkey(['ctrl', 'H
                 "Agent.hotkey(['down'])"]
 
 
-def pss_mb(session_pid: int) -> float:
-    """PSS of every process in the server's session (the server, Xvfb, D-Bus, soffice, …)."""
-    total_kb = 0
+def pss_mb(server_pid: int) -> float:
+    """PSS of the server and every process below it (Xvfb, the sandbox, D-Bus, soffice, …)."""
+    children: dict[int, list[int]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[3]) != session_pid:  # field 6: session id
-                    continue
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(pid))
+        except (OSError, IndexError):
+            continue
+    total_kb, todo = 0, [server_pid]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 total_kb += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
         except (FileNotFoundError, ProcessLookupError, StopIteration, PermissionError):
             continue
     return total_kb / 1024
+
+
+def task_cache(folder: Path) -> dict:
+    """A file cache with one .xlsx, and a task that downloads and opens it (as OSWorld's Calc tasks do)."""
+    from openpyxl import Workbook
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wb = Workbook()
+    for r in range(1, 41):
+        wb.active.append([f"item {r}", r, r * 1.5])
+    wb.save(folder / "data.xlsx")
+    (folder / "index.json").write_text(json.dumps({"http://bench.test/data.xlsx": "data.xlsx"}))
+    return {"id": "bench-open-xlsx", "instruction": "Look at the sheet.", "config": [
+        {"type": "download", "parameters": {"files": [{"url": "http://bench.test/data.xlsx",
+                                                       "path": "/home/user/data.xlsx"}]}},
+        {"type": "open", "parameters": {"path": "/home/user/data.xlsx"}}],
+        "evaluator": {"func": "infeasible"}}
+
+
+def task_resets(client: EnvClient, task: dict, n: int) -> list[float]:
+    env = DesktopEnv(client, max_steps=10, screenshot=True)
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        obs, _ = env.reset(options={"task": task})
+        out.append(time.perf_counter() - t)
+        assert obs["focused_app"] == "calc", obs["focused_app"]
+    return out
 
 
 def latency(client: EnvClient, n: int) -> tuple[list[float], list[float]]:
@@ -97,14 +134,16 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     counts = [int(c) for c in args.throughput.split(",") if c]
 
-    backend = LocalBackend(args.workdir)
+    task = task_cache(Path(args.workdir) / "cache")
+    backend = LocalBackend(args.workdir, server_args=("--cache", str(Path(args.workdir, "cache").resolve())))
     sup = Supervisor(backend, args.max_desktops, parallel_starts=2, start_timeout_s=300)
     clients: list[EnvClient] = []
     try:  # start-up included: servers run in their own sessions, so Ctrl-C does not reach them
         t0 = time.monotonic()
         sup.start_all()
+        startup_s = time.monotonic() - t0
         alive = [i for i in sup.ids if sup.status[i] == HEALTHY]
-        print(f"started {len(alive)}/{args.max_desktops} desktops healthy in {time.monotonic() - t0:.0f} s")
+        print(f"started {len(alive)}/{args.max_desktops} desktops healthy in {startup_s:.0f} s")
         clients = [EnvClient(sup.handles[i].address, sup.handles[i].token, timeout_s=120) for i in alive]
 
         # Every desktop opens a Calc document, as it would in a rollout; then all must still be healthy.
@@ -131,12 +170,17 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"scripted policy on {k:2d} desktops: {steps_per_s[k]:.2f} steps/s")
 
         resets, steps = latency(clients[0], args.episodes)
+        task_reset = task_resets(clients[0], task, args.episodes)
+        print(f"reset with a task (download .xlsx from the cache + open it + first observation): "
+              f"p50 {statistics.median(task_reset):.3f} s, p90 {statistics.quantiles(task_reset, n=10)[-1]:.3f} s")
         print(f"reset (clean + new Calc document + first observation): p50 {statistics.median(resets):.3f} s, "
               f"p90 {statistics.quantiles(resets, n=10)[-1]:.3f} s over {len(resets)}")
         print(f"step (action + screenshot + a11y tree), {len(alive)} desktops alive: "
               f"p50 {statistics.median(steps) * 1000:.0f} ms, p90 {statistics.quantiles(steps, n=10)[-1] * 1000:.0f} ms "
               f"over {len(steps)}")
-        result = {"reset_p50_s": round(statistics.median(resets), 3), "step_p50_s": round(statistics.median(steps), 3),
+        result = {"reset_p50_s": round(statistics.median(resets), 3),
+                  "reset_task_p50_s": round(statistics.median(task_reset), 3),
+                  "step_p50_s": round(statistics.median(steps), 3), "startup_s": round(startup_s, 1),
                   "pss_mb_per_desktop": round(statistics.median(pss), 1), "desktops_alive_max": alive_max,
                   "desktops_started": args.max_desktops,
                   **{f"steps_per_s_{k}": round(v, 2) for k, v in steps_per_s.items()}}

@@ -208,10 +208,13 @@ def connect_bus(path: str, timeout_s: float) -> socket.socket:
     another number or none, so the usual claim (our own uid) would be refused; the bus takes the
     kernel's word on who we are instead, and its policy admits us.
     """
+    from computerrl.envs.sandbox import unix_path
+
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout_s)
     try:
-        sock.connect(path)
+        with unix_path(path) as short:
+            sock.connect(short)
         sock.sendall(b"\0AUTH EXTERNAL\r\n")
         reply = _auth_line(sock)
         if reply.startswith(b"DATA"):

@@ -18,6 +18,7 @@ desktop runs" exact, so reset kills what `setsid`, `nohup` or `env -i` tried to 
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import os
@@ -43,6 +44,21 @@ PASSWD = "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:/bin
 GROUP = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"
 NOBODY = 65534
 REQUEST_TIMEOUT_S = 30.0
+
+
+@contextlib.contextmanager
+def unix_path(path: Path | str):
+    """`path` for a unix socket's bind or connect: socket paths must fit in 108 bytes, and state
+    folders can be deep, so a long one is reached through its open folder (/proc/self/fd/N/name)."""
+    path = Path(path)
+    if len(os.fsencode(path)) < 100:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_PATH)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 class SandboxError(RuntimeError):
@@ -125,7 +141,8 @@ class Sandbox:
         os.chmod(conf / "compat" / "sudo", 0o755)  # a copy: installs may drop the x bit
         self._ctl.unlink(missing_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(self._ctl))  # in the server's state folder: the sandbox never sees this path
+        with unix_path(self._ctl) as ctl:
+            listener.bind(ctl)  # in the server's state folder: the sandbox never sees this path
         os.chmod(self._ctl, 0o600)
         listener.listen(64)
         life_r, self._lifeline = os.pipe()
@@ -184,7 +201,8 @@ class Sandbox:
     def request(self, req: dict, timeout_s: float = REQUEST_TIMEOUT_S) -> dict:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout_s)
-            s.connect(str(self._ctl))
+            with unix_path(self._ctl) as ctl:
+                s.connect(ctl)
             s.sendall(json.dumps(req).encode() + b"\n")
             with s.makefile("rb") as f:
                 line = f.readline()

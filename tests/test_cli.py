@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -147,3 +148,25 @@ def test_spawn_envs_detach_then_stop(tmp_path):
     handles, status = read_manifest(out)
     assert set(status.values()) == {"stopped"}
     assert not any(_alive(h.detail["pid"]) for h in handles)
+
+
+@pytest.mark.desktop
+def test_a_spawn_envs_killed_with_sigkill_leaves_nothing_behind(tmp_path):
+    from conftest import descendants, wait_until
+    from computerrl.envs.manifest import read_manifest
+
+    out = tmp_path / "envs"
+    pipes_before = set(Path("/tmp").glob("OSL_PIPE_*"))
+    supervisor = subprocess.Popen([sys.executable, "-m", "computerrl.cli.main", "spawn-envs", "--out", str(out),
+                                   "--count", "1", "--poll-s", "0.5"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: (out / "manifest").exists() and set(read_manifest(out)[1].values()) == {"healthy"},
+                          timeout_s=300)
+        tree = descendants([supervisor.pid])
+        assert len(tree) >= 8  # the server, Xvfb, the sandbox and the desktop's processes in it
+    finally:
+        supervisor.kill()  # SIGKILL: no handler runs, nothing is stopped in order
+        supervisor.wait()
+    assert wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in tree), timeout_s=30)
+    assert set(Path("/tmp").glob("OSL_PIPE_*")) <= pipes_before  # no sockets left on the host's /tmp

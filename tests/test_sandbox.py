@@ -51,7 +51,7 @@ def probe_script(srv: EnvServer) -> str:
         f"kill -9 {os.getpid()} 2>/dev/null && echo kill_server=done || echo kill_server=failed",
         f"test -e /proc/{os.getpid()}/environ && echo server_proc=visible || echo server_proc=hidden",
         "echo processes=$(ps -eo comm= | sort -u | tr '\\n' ,)",
-        "echo uid=$(id -u) user=$(id -un) home=$HOME",
+        "echo uid=$(id -u) user=$(id -un) home_dir=$HOME",
         "echo python=$(which python3)",
         "python3 -c 'import grpc' 2>/dev/null && echo project_packages=importable || echo project_packages=absent",
         "echo sudo_uid=$(echo password | sudo -S id -u 2>/dev/null)",
@@ -74,7 +74,7 @@ def assert_sealed(a: dict[str, str], srv: EnvServer) -> None:
     assert a["shadow"] == "refused"
     assert a["kill_server"] == "failed" and a["server_proc"] == "hidden"
     assert set(a["processes"].strip(",").split(",")) <= SANDBOX_PROCESSES, a["processes"]  # nothing of the host
-    assert a["uid"] == "1000" and a["user"] == "user" and a["home"] == "written"
+    assert a["uid"] == "1000" and a["user"] == "user" and a["home_dir"] == "/home/user"
     assert a["python"] == "/usr/bin/python3"  # Debian's, never the project's virtualenv
     assert a["project_packages"] == "absent"
     assert a["sudo_uid"] == "0" and a["sudo_etc"] == "refused" and a["sudo_wrong"] == "refused"
@@ -117,7 +117,7 @@ def test_an_agent_in_the_terminal_cannot_reach_the_host(two):
 def test_task_commands_run_in_the_sandbox(two):
     srv, client = two
     task = {"id": "probe", "instruction": "nothing", "config": [
-        {"type": "execute", "parameters": {"command": ["bash", "-c", probe_script(srv) + " > /home/user/probe.txt"]}},
+        {"type": "execute", "parameters": {"command": ["bash", "-c", f"( {probe_script(srv)} ) > /home/user/probe.txt"]}},
         {"type": "execute", "parameters": {"command": "mkdir /home/test1"}},  # OSWorld's os/5812b315 does this
     ], "evaluator": {"func": "exact_match", "result": {"type": "vm_command_line", "command": "cat /home/user/probe.txt"},
                      "expected": {"type": "rule", "rules": {"expected": "x"}}}}

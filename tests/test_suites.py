@@ -150,3 +150,22 @@ def test_build_options_and_config_fields_never_drift_apart():
     fields = {f.name: f.default for f in dataclasses.fields(BuildConfig)}
     assert list(params) == list(fields)
     assert all(params[n] == fields[n] for n in fields if n != "out")
+
+
+@pytest.mark.desktop
+def test_an_interrupted_build_resumes_from_its_journal(tmp_path):
+    from computerrl.data.suites.build import JOURNAL, BuildConfig, _Journal, generate, run
+    from computerrl.data.suites.replay import Replay
+
+    cfg = BuildConfig(out=tmp_path, train=1, test=1, templates="calc_sort_column", envs=1)
+    train, test = generate(1, 1, 0, ["calc_sort_column"])
+    # What a build killed after its first replay leaves: the config line and one replay, then a cut line.
+    journal = _Journal(tmp_path / JOURNAL, cfg)
+    journal.add(Replay(task_id=test[0].task_id, kept=False, score=0.0, reason="score 0.0: replayed before the kill",
+                       steps=[]))
+    with open(tmp_path / JOURNAL, "a") as f:
+        f.write('{"task_id": "cut sh')
+    summary = run(cfg)
+    assert summary["dropped"] == {test[0].task_id: "score 0.0: replayed before the kill"}  # not replayed again
+    assert summary["kept"] == 1 and summary["train"] == 1  # the other one was replayed now
+    assert not (tmp_path / JOURNAL).exists()  # a whole build leaves no journal

@@ -17,6 +17,7 @@ from pathlib import Path
 from computerrl.data.suites import URL_PREFIX, Instance, all_templates, get_template, make
 
 MAX_REPEATS = 200  # draws in a row that repeat earlier parameters before a template counts as exhausted
+JOURNAL = ".replays.jsonl"  # replays of a build in progress, one JSON line each: a rerun resumes from them
 
 
 @dataclasses.dataclass
@@ -168,10 +169,39 @@ def run(cfg: BuildConfig, console=None) -> dict:
     for split, insts in (("train", train), ("test", test)):
         ds = datasets.Dataset.from_dict(task_rows(insts), features=TASK_FEATURES)
         save_atomic(ds, out / split, lineage=lineage("tasks build", cfg, {"split": split}))
+    (out / JOURNAL).unlink(missing_ok=True)  # the build is whole: nothing to resume
     summary.update(train=len(train), test=len(test),
                    per_domain=dict(Counter(i.domain for i in train + test)))
     console.print(f"wrote {out / 'train'} ({len(train)} tasks) and {out / 'test'} ({len(test)} tasks)")
     return summary
+
+
+class _Journal:
+    """Replays written one line at a time as they finish, so a build killed half-way resumes. The first
+    line is the config: a journal of another config (seed, counts, templates) is started afresh."""
+
+    def __init__(self, path: Path, cfg: BuildConfig):
+        import threading
+
+        from computerrl.data.suites.replay import Replay
+
+        self.path, self.lock, self.done = path, threading.Lock(), []
+        key = json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("envs", "workdir")},
+                         sort_keys=True, default=str)
+        lines = path.read_text().splitlines() if path.exists() else []
+        if lines and lines[0] == key:
+            for line in lines[1:]:
+                try:
+                    self.done.append(Replay(**json.loads(line)))
+                except (ValueError, TypeError):  # the line a kill cut short
+                    break
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(key + "\n")
+
+    def add(self, replay) -> None:
+        with self.lock, open(self.path, "a") as f:
+            f.write(json.dumps(dataclasses.asdict(replay)) + "\n")
 
 
 def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> list:
@@ -182,6 +212,14 @@ def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> 
     from computerrl.envs.pool import EnvPool, wait_healthy
     from computerrl.data.suites.replay import replay_all
 
+    journal = _Journal(out / JOURNAL, cfg)
+    results = [r for r in journal.done if r.task_id in {i.task_id for i in instances}]
+    todo = [i for i in instances if i.task_id not in {r.task_id for r in results}]
+    if results:
+        console.print(f"resuming: {len(results)} replays of an interrupted build are kept, {len(todo)} to go")
+    if not todo:
+        return results
+    instances = todo
     backend = LocalBackend(cfg.workdir or out / ".envs", server_args=("--cache", str((out / "files").resolve())))
     handles = []
     try:
@@ -198,10 +236,11 @@ def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> 
             kept = [0]
 
             def done(r):
+                journal.add(r)
                 kept[0] += r.kept
                 bar.update(job, advance=1, kept=kept[0])
 
-            results = replay_all(pool, instances, on_done=done)
+            results += replay_all(pool, instances, on_done=done)
         pool.close()
         return results
     finally:
