@@ -253,7 +253,8 @@ class ImpressApi(AppApi):
         try:
             (self.doc.storeToURL if to else self.doc.storeAsURL)(url, tuple(props))
         except Exception as e:  # noqa: BLE001 - an IOException from UNO: a path it cannot write
-            raise ApiError(f"could not write {self.shown(path)}: {getattr(e, 'Message', e) or type(e).__name__}") from None
+            why = getattr(e, "Message", e) or type(e).__name__
+            raise ApiError(f"could not write {self.shown(path)}: {why}") from None
 
     def _place(self, slide, shape, position: dict | None, size: dict | None = None) -> None:
         import uno

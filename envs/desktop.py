@@ -40,8 +40,8 @@ OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
   <applications><application class="*"><maximized>yes</maximized><focus>yes</focus></application></applications>
 </openbox_config>
 """
-# The AT-SPI bus as Debian's at-spi-bus-launcher makes it (limits for pipelined reads), but open to the env server: it connects
-# from outside the sandbox's user namespace, where its uid has no name the bus could compare.
+# The AT-SPI bus as Debian's at-spi-bus-launcher makes it (with its limits: reads are pipelined), but
+# open to the env server, which connects from outside the sandbox's user namespace.
 A11Y_BUS_CONF = f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>

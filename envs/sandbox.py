@@ -214,7 +214,8 @@ class Sandbox:
         return reply
 
     def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str = HOME, log: str | None = None) -> SandboxProcess:
-        return SandboxProcess(self, self.request({"op": "spawn", "argv": argv, "env": env, "cwd": cwd, "log": log})["pid"])
+        reply = self.request({"op": "spawn", "argv": argv, "env": env, "cwd": cwd, "log": log})
+        return SandboxProcess(self, reply["pid"])
 
     def run(self, argv: list[str], *, env: dict[str, str], cwd: str = HOME, input: str = "",
             timeout_s: float = 60.0) -> subprocess.CompletedProcess:
