@@ -141,17 +141,22 @@ class Desktop:
         self._service("openbox", ["openbox", "--sm-disable", "--config-file", f"{CONF}/openbox.xml"])
         self.screen = Screen(display)
         bus = self.sandbox.host(f"{RUN}/at-spi-bus")
-        self._wait_for(lambda: bus.exists() and self.sandbox.host(f"{RUN}/bus").exists(), "the D-Bus daemons")
-        # Asking for the registry starts it (D-Bus activation): now, so it counts among the services
-        # below and apps find it from their first second.
         self._a11y = A11yReader(str(bus))
-        self._a11y.applications()
+        # Asking for the registry starts it (D-Bus activation): now, so it counts among the services
+        # below and apps find it from their first second. A bus whose socket exists may not listen yet.
+        self._wait_for(lambda: self.sandbox.host(f"{RUN}/bus").exists() and self._a11y_up(), "the D-Bus daemons")
         self._keep = self.sandbox.pids()
         self.office = Office(self.sandbox, {**self.env, "TMPDIR": f"{VAR}/office-tmp"}, f"{VAR}/lo-profile",
                              f"computerrl-{secrets.token_hex(6)}", f"{LOGS}/soffice.log")
         if office:
             self.office.start()
         return self
+
+    def _a11y_up(self) -> bool:
+        try:
+            return self._a11y.applications() is not None
+        except A11yError:
+            return False
 
     def _service(self, name: str, argv: list[str]) -> None:
         self._services[name] = self.sandbox.spawn(argv, env=self.env, log=f"{LOGS}/{name}.log")

@@ -103,10 +103,11 @@ class Office:
         link.symlink_to(self.sandbox.host(f"/tmp/OSL_PIPE_{UID}_{self.pipe_name}"))
         try:
             while True:
-                if self.proc.poll() == RESTART_EXIT_CODE:
+                code = self.proc.poll()  # once: a second look could see an exit the first did not
+                if code == RESTART_EXIT_CODE:
                     raise _RestartRequested
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"soffice exited with code {self.proc.returncode} while starting; "
+                if code is not None:
+                    raise RuntimeError(f"soffice exited with code {code} while starting; "
                                        f"see {self.sandbox.host(self.log)}")
                 try:
                     ctx = resolver.resolve(f"uno:pipe,name={alias};urp;StarOffice.ComponentContext")
