@@ -175,14 +175,17 @@ class Desktop:
             return f"xvfb exited with code {self._xvfb.returncode}"
         if self.sandbox is None or not self.sandbox.alive():
             return "the sandbox is gone"
-        try:
-            for name, proc in self._services.items():
-                if proc.poll() is not None:
-                    return f"{name} exited with code {proc.returncode}"
-            if self.office is not None and self.office.proc is not None and not self.office.running:
-                return f"soffice exited with code {self.office.proc.returncode}"
+        watched = dict(self._services)
+        if self.office is not None and self.office.proc is not None:
+            watched["soffice"] = self.office.proc
+        try:  # one request for all: the watchdog asks every second
+            exited = self.sandbox.request({"op": "poll", "pids": [p.pid for p in watched.values()]})["exited"]
         except (OSError, SandboxError) as e:  # the keeper stopped answering
             return f"the sandbox does not answer: {e}"
+        for name, proc in watched.items():
+            if str(proc.pid) in exited:
+                proc.returncode = exited[str(proc.pid)]
+                return f"{name} exited with code {proc.returncode}"
         return ""
 
     def close(self) -> None:
