@@ -25,7 +25,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -231,7 +230,7 @@ class Sandbox:
         return self.request({"op": "kill_all", "keep": sorted(keep)})["killed"]
 
     def wipe(self, dirs: list[str], *, keep: list[str] = (), skeleton: list[str] = ()) -> None:
-        """Empty folders (except the paths in `keep`), then create the `skeleton` folders."""
+        """Empty folders (except the paths matching a glob of `keep`), then create the `skeleton` folders."""
         self.request({"op": "wipe", "dirs": list(dirs), "keep": list(keep), "skeleton": list(skeleton)})
 
     def write(self, path: str, data: bytes, mode: int = 0o644) -> None:
@@ -296,8 +295,3 @@ def check_bwrap() -> None:
     if shutil.which("bwrap") is None:
         raise SandboxError("bubblewrap (bwrap) is not installed: run `bash install.sh` or `apt-get install bubblewrap`")
 
-
-if __name__ == "__main__":  # pragma: no cover - a manual check: python -m computerrl.envs.sandbox /tmp/sb
-    sb = Sandbox(Path(sys.argv[1]), x11_dir=Path(sys.argv[1]) / "x11").start()
-    print(sb.run(["sh", "-c", "id; ps ax; ls /"], env={"PATH": PATH}).stdout)
-    sb.close()

@@ -13,7 +13,7 @@ socket, so nothing in the desktop can dial it. One JSON request per connection, 
     {"op": "kill", "pids": [7]}          -> {}
     {"op": "pids"}                       -> {"pids": [...]}          every process but pid 1
     {"op": "kill_all", "keep": [...]}    -> {"killed": 3}            every other process, SIGKILL
-    {"op": "wipe", "dirs": [...], "keep": [...], "skeleton": [...]} -> {}  empty folders, recreate some
+    {"op": "wipe", "dirs": [...], "keep": [glob, ...], "skeleton": [...]} -> {}  empty folders, recreate some
     {"op": "write", "path": ..., "data": base64, "mode": 420} -> {}
     {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true} (absent or unreadable)
 
@@ -25,6 +25,7 @@ pid 1 follows, and the kernel kills every process left in the pid namespace.
 """
 
 import base64
+import fnmatch
 import json
 import os
 import shutil
@@ -112,11 +113,11 @@ def kill_all(req: dict) -> dict:
 
 
 def wipe(req: dict) -> dict:
-    keep = set(req.get("keep", []))
+    keep = req.get("keep", [])
     for folder in req["dirs"]:
         for name in os.listdir(folder):
             path = os.path.join(folder, name)
-            if path in keep:
+            if any(fnmatch.fnmatchcase(path, pattern) for pattern in keep):
                 continue
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, onerror=_writable_then_retry)
