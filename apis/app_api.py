@@ -14,8 +14,9 @@ import inspect
 from pathlib import Path
 from typing import Any, ClassVar
 
+from computerrl.apis.paths import as_osworld, in_home
 from computerrl.apis.registry import REGISTRY
-from computerrl.envs.paths import as_osworld, in_home
+from computerrl.data.registry import Registry
 
 
 class ApiError(Exception):
@@ -68,7 +69,7 @@ class AppApi:
         return ""
 
 
-IMPLEMENTATIONS: dict[str, type[AppApi]] = {}  # API class name -> implementation
+IMPLEMENTATIONS = Registry("app API")  # API class name -> implementation
 
 
 def implements(api: str):
@@ -83,8 +84,7 @@ def implements(api: str):
             got = list(inspect.signature(method).parameters)[1:]  # without self
             if got != want:
                 raise TypeError(f"{cls.__name__}.{name}{tuple(got)} does not match {api}.{name}{tuple(want)}")
-        IMPLEMENTATIONS[api] = cls
-        return cls
+        return IMPLEMENTATIONS.add(api, cls)
 
     return wrap
 

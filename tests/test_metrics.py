@@ -13,11 +13,11 @@ from pptx.util import Inches, Pt
 
 import computerrl.envs.tasks.metrics  # noqa: F401  (registers every metric)
 from computerrl.envs.tasks.metrics_basic import fuzz_ratio
-from computerrl.envs.tasks.registry import get_metric
+from computerrl.envs.tasks.registry import METRICS
 
 
 def m(name, *args, **options):
-    return get_metric(name)(*args, **options)
+    return METRICS[name](*args, **options)
 
 
 # --- files -----------------------------------------------------------------------------------
@@ -271,7 +271,7 @@ def test_simple_pptx_compare(tmp_path):
 def test_compare_pptx_files_without_a_result_scores_zero(tmp_path):
     from pptx import Presentation
 
-    from computerrl.envs.tasks.registry import get_metric
+    from computerrl.envs.tasks.registry import METRICS
 
     Presentation().save(tmp_path / "empty.pptx")  # python-pptx's default deck, as Presentation(None) opens
-    assert get_metric("compare_pptx_files")(None, str(tmp_path / "empty.pptx")) == 0.0
+    assert METRICS["compare_pptx_files"](None, str(tmp_path / "empty.pptx")) == 0.0

@@ -24,6 +24,8 @@ import random
 import zipfile
 from typing import Any, Callable
 
+from computerrl.data.registry import Registry
+
 URL_PREFIX = "computerrl://suite/"
 SUITE = URL_PREFIX + "{task_id}/"  # templates write SUITE + "file.xlsx"; make() fills the id in
 HOME = "/home/user"  # OSWorld's home; the desktop maps it to its own
@@ -59,7 +61,7 @@ class Template:
     fn: Callable[[random.Random, int], Instance]
 
 
-TEMPLATES: dict[str, Template] = {}
+TEMPLATES = Registry("template")
 
 
 def template(name: str, domain: str):
@@ -68,9 +70,7 @@ def template(name: str, domain: str):
         raise ValueError(f"template {name!r}: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
 
     def wrap(fn):
-        if name in TEMPLATES:
-            raise ValueError(f"template {name!r} is registered twice")
-        TEMPLATES[name] = Template(name, domain, fn)
+        TEMPLATES.add(name, Template(name, domain, fn))
         return fn
 
     return wrap
@@ -78,8 +78,6 @@ def template(name: str, domain: str):
 
 def get_template(name: str) -> Template:
     _load()
-    if name not in TEMPLATES:
-        raise KeyError(f"unknown template {name!r}; known: {', '.join(sorted(TEMPLATES))}")
     return TEMPLATES[name]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, ClassVar, Protocol
 
+from computerrl.data.registry import Registry
+
 # The port an env server listens on inside its own network namespace (container).
 SERVER_PORT = 50051
 
@@ -39,7 +41,7 @@ class Backend(Protocol):
         """Whether the server's process / container still runs (says nothing of health)."""
 
 
-BACKENDS: dict[str, Callable[..., Backend]] = {}
+BACKENDS = Registry("backend")
 
 
 def register_backend(name: str):
@@ -47,8 +49,7 @@ def register_backend(name: str):
 
     def wrap(cls):
         cls.name = name
-        BACKENDS[name] = cls
-        return cls
+        return BACKENDS.add(name, cls)
 
     return wrap
 
@@ -58,6 +59,8 @@ def make_backend(name: str, **options: Any) -> Backend:
     # Importing the modules registers them; docker is cheap to import lazily inside.
     from computerrl.envs.backends import docker, local  # noqa: F401
 
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}")
-    return BACKENDS[name](**options)
+    try:
+        cls = BACKENDS[name]
+    except KeyError as e:
+        raise ValueError(str(e)) from None
+    return cls(**options)

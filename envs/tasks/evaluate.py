@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from computerrl.envs.tasks.getters import fetch
-from computerrl.envs.tasks.registry import get_metric
+from computerrl.envs.tasks.registry import METRICS
 from computerrl.envs.tasks.setup import run_steps
 from computerrl.envs.tasks.task import Task
 
@@ -38,7 +38,7 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
     conj, scores, notes = ev.get("conj", "and"), [], []
     with tempfile.TemporaryDirectory(prefix="computerrl-eval-") as out:
         for name, res, exp, opts in zip(task.metrics, results, expected, options):
-            metric, result, gold = get_metric(name), fetch(desktop, res, Path(out)), fetch(desktop, exp, Path(out))
+            metric, result, gold = METRICS[name], fetch(desktop, res, Path(out)), fetch(desktop, exp, Path(out))
             try:
                 score = float(metric(result, gold, **(opts or {})))
             except Exception as e:  # noqa: BLE001 - an output the metric cannot read is a wrong output

@@ -17,12 +17,7 @@ if TYPE_CHECKING:
     from computerrl.envs.desktop import Desktop
 
 
-def getter(name: str):
-    def wrap(fn):
-        GETTERS[name] = fn
-        return fn
-
-    return wrap
+getter = GETTERS.register
 
 
 @getter("vm_file")

@@ -28,12 +28,13 @@ from openpyxl.utils.datetime import to_excel
 from openpyxl.worksheet.cell_range import MultiCellRange
 
 from computerrl.envs.tasks.metrics_basic import fuzz_ratio, read_text
+from computerrl.data.registry import Registry
 from computerrl.envs.tasks.registry import metric
 
 log = logging.getLogger(__name__)
 
-TABLE_RULES = ("sheet_name", "sheet_data", "check_cell", "sheet_fuzzy", "freeze", "zoom",
-               "row_props", "col_props")
+TABLE_RULES = Registry("compare_table rule")  # rule type -> holds(rule, result book, expected book)
+table_rule = TABLE_RULES.register
 CELL_STYLES = {  # check_cell props other than "value"; None when the cell is empty, as in OSWorld
     "number_format": lambda c: c.number_format if c.value is not None and c.data_type == "n" else None,
     "font_name": lambda c: c.font.name if c.value is not None else None,
@@ -61,7 +62,7 @@ def check_table_rules(rules) -> None:
         kind = r.get("type")
         if kind not in TABLE_RULES:
             raise ValueError(f"compare_table rule {kind!r} is not supported; "
-                             f"supported: {', '.join(TABLE_RULES)}")
+                             f"supported: {', '.join(sorted(TABLE_RULES))}")
         for prop, rule in (r.get("props", {}) if kind == "check_cell" else {}).items():
             if prop != "value" and prop not in CELL_STYLES:
                 raise ValueError(f"compare_table check_cell prop {prop!r} is not supported")
@@ -194,45 +195,72 @@ def _dims(book, name, obj, props):
     return {k: {p: getattr(d, p) for p in props} for k, d in dims.items()}
 
 
-def _rule_holds(r, result: _Book, expected: _Book | None) -> bool:
-    kind = r["type"]
-    if kind == "sheet_name":
-        return expected is not None and result.names == expected.names
-    if kind == "sheet_data":  # cell values as pandas reads them, rounded to `precision` digits
-        (b1, n1), (b2, n2) = (_sheet(r[k], result, expected) for k in ("sheet_idx0", "sheet_idx1"))
-        f1, f2 = (b1.frame(n1) if b1 else None), (b2.frame(n2) if b2 else None)
-        if f1 is None or f2 is None:
+def _sheets(r, result, expected, keys=("sheet_idx0", "sheet_idx1")):
+    return [_sheet(r[k], result, expected) for k in keys]
+
+
+@table_rule("sheet_name")
+def _sheet_name(r, result: _Book, expected: _Book | None) -> bool:
+    return expected is not None and result.names == expected.names
+
+
+@table_rule("sheet_data")
+def _sheet_data(r, result, expected) -> bool:
+    """Cell values as pandas reads them, rounded to `precision` digits."""
+    (b1, n1), (b2, n2) = _sheets(r, result, expected)
+    f1, f2 = (b1.frame(n1) if b1 else None), (b2.frame(n2) if b2 else None)
+    if f1 is None or f2 is None:
+        return False
+    digits = r.get("precision", 4)
+    return f1.round(digits).equals(f2.round(digits))
+
+
+@table_rule("check_cell")
+def _check_cell(r, result, expected) -> bool:
+    """props: {name: {"method", "ref"}}; "value" reads the cached value."""
+    book, name = _sheet(r["sheet_idx"], result, expected)
+    ws = book.sheet(name) if book else None
+    if ws is None:
+        return False
+    cell = ws[r["coordinate"]]
+    for prop, rule in r["props"].items():
+        try:
+            val = book.value(name, r["coordinate"]) if prop == "value" else CELL_STYLES[prop](cell)
+        except AttributeError:  # e.g. a font without a colour
+            val = None
+        if not match_value_to_rule(val, rule):
             return False
-        digits = r.get("precision", 4)
-        return f1.round(digits).equals(f2.round(digits))
-    if kind == "check_cell":  # props: {name: {"method", "ref"}}; "value" reads the cached value
-        book, name = _sheet(r["sheet_idx"], result, expected)
-        ws = book.sheet(name) if book else None
-        if ws is None:
-            return False
-        cell = ws[r["coordinate"]]
-        for prop, rule in r["props"].items():
-            try:
-                val = book.value(name, r["coordinate"]) if prop == "value" else CELL_STYLES[prop](cell)
-            except AttributeError:  # e.g. a font without a colour
-                val = None
-            if not match_value_to_rule(val, rule):
-                return False
-        return True
-    if kind == "sheet_fuzzy":
-        return _fuzzy_cells(r, result, expected)
-    if kind == "zoom":  # the rule itself holds method and ref
-        book, name = _sheet(r["sheet_idx"], result, expected)
-        ws = book.sheet(name) if book else None
-        return ws is not None and match_value_to_rule(ws.sheet_view.zoomScale or 100.0, r)
-    if kind == "freeze":
-        sheets = [b.sheet(n) if b else None for b, n in (_sheet(r[k], result, expected)
-                                                         for k in ("sheet_idx0", "sheet_idx1"))]
-        return None not in sheets and _freeze_key(sheets[0]) == _freeze_key(sheets[1])
-    obj = "row" if kind == "row_props" else "column"
-    props = r.get("props", [])
-    return (_dims(*_sheet(r["sheet_idx0"], result, expected), obj, props)
-            == _dims(*_sheet(r["sheet_idx1"], result, expected), obj, props))
+    return True
+
+
+table_rule("sheet_fuzzy")(_fuzzy_cells)
+
+
+@table_rule("zoom")
+def _zoom(r, result, expected) -> bool:
+    """The rule itself holds method and ref."""
+    book, name = _sheet(r["sheet_idx"], result, expected)
+    ws = book.sheet(name) if book else None
+    return ws is not None and match_value_to_rule(ws.sheet_view.zoomScale or 100.0, r)
+
+
+@table_rule("freeze")
+def _freeze(r, result, expected) -> bool:
+    sheets = [b.sheet(n) if b else None for b, n in _sheets(r, result, expected)]
+    return None not in sheets and _freeze_key(sheets[0]) == _freeze_key(sheets[1])
+
+
+def _same_dims(obj: str):
+    def rule(r, result, expected) -> bool:
+        props = r.get("props", [])
+        (b1, n1), (b2, n2) = _sheets(r, result, expected)
+        return _dims(b1, n1, obj, props) == _dims(b2, n2, obj, props)
+
+    return rule
+
+
+table_rule("row_props")(_same_dims("row"))
+table_rule("col_props")(_same_dims("column"))
 
 
 @metric("compare_table")
@@ -250,7 +278,7 @@ def compare_table(result, expected=None, **options) -> float:
         return 0.0
     for r in rules:
         try:
-            if not _rule_holds(r, rbook, ebook):
+            if not TABLE_RULES[r["type"]](r, rbook, ebook):
                 return 0.0
         except (KeyError, IndexError, OSError) as e:  # a sheet or cell that is not there
             log.info("compare_table rule %s failed: %s", r.get("type"), e)

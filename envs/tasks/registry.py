@@ -6,26 +6,9 @@ an unsupported one is reported by name when tasks load, not half-way through an 
 
 from __future__ import annotations
 
-from typing import Callable
+from computerrl.data.registry import Registry
 
-METRICS: dict[str, Callable[..., float]] = {}  # name -> metric(result, expected, **options) -> score in [0, 1]
-SETUP_STEPS: dict[str, Callable] = {}  # step type -> step(desktop, **parameters); run in the env server
-GETTERS: dict[str, Callable] = {}  # getter type -> getter(desktop, spec) -> what a metric compares
-
-
-def metric(name: str):
-    """Register a metric under the name task files use in `evaluator.func`."""
-
-    def wrap(fn: Callable[..., float]) -> Callable[..., float]:
-        if name in METRICS:
-            raise ValueError(f"metric {name!r} is registered twice")
-        METRICS[name] = fn
-        return fn
-
-    return wrap
-
-
-def get_metric(name: str) -> Callable[..., float]:
-    if name not in METRICS:
-        raise KeyError(f"unsupported metric {name!r}; supported: {', '.join(sorted(METRICS))}")
-    return METRICS[name]
+METRICS = Registry("metric")  # name -> metric(result, expected, **options) -> score in [0, 1]
+SETUP_STEPS = Registry("setup step")  # step type -> step(desktop, **parameters); run in the env server
+GETTERS = Registry("getter")  # getter type -> getter(desktop, spec) -> what a metric compares
+metric = METRICS.register  # @metric("name"): register under the name task files use in `evaluator.func`

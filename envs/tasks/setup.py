@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from computerrl.envs.paths import OSWORLD_HOME
+from computerrl.apis.paths import OSWORLD_HOME
 from computerrl.envs.tasks.registry import SETUP_STEPS
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def step(name: str, **parameters: tuple[Callable[[Any], str], bool]):
     """Register a setup step with its parameters: name=(check, required)."""
 
     def wrap(fn):
-        SETUP_STEPS[name] = fn
+        SETUP_STEPS.add(name, fn)
         STEP_PARAMETERS[name] = parameters
         return fn
 
