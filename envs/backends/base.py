@@ -8,7 +8,7 @@ new backend (a cluster scheduler, say) is one registered class.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from computerrl.data.registry import Registry
 
