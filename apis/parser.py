@@ -106,6 +106,11 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a finite number")
 
 
+def format_answer(code: str, thought: str = "") -> str:
+    """An answer in the form the model is asked for: a thought, then one line in a ```python block."""
+    return f"<think>{thought}</think>\n```python\n{code}\n```"
+
+
 def extract_code(response: str) -> str | None:
     """The last ```python block, else a last line that is itself a call, else None."""
     if not isinstance(response, str):

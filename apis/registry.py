@@ -210,14 +210,16 @@ class ApiFunction:
         except _Mismatch as e:
             raise ValueError(f"bad argument for {self.api}.{self.name}: {e}") from None
 
-    def render(self) -> str:
+    def render(self, doc: bool = True) -> str:
+        """The `def` line the prompt shows, with the one-line doc as a comment unless `doc` is False."""
         params = []
         for p in self.signature.parameters.values():
             s = f"{p.name}: {type_name(p.annotation)}"
             params.append(s if p.default is p.empty else f"{s} = {to_source(p.default)}")
         ret = self.signature.return_annotation
         ret = "None" if ret is self.signature.empty else type_name(ret)
-        return f"def {self.name}({', '.join(params)}) -> {ret}:  # {self.doc}"
+        line = f"def {self.name}({', '.join(params)}) -> {ret}:"
+        return f"{line}  # {self.doc}" if doc else f"{line} ..."
 
 
 class ApiRegistry:
@@ -272,11 +274,11 @@ class ApiRegistry:
             raise ValueError(e.args[0]) from None
         return fn.bind(tuple(args), dict(kwargs or {}))
 
-    def render(self, app_names: list[str]) -> str:
-        """Prompt text for exactly these API classes, one `def` line per function."""
+    def render(self, app_names: list[str], docs: bool = True) -> str:
+        """Prompt text for exactly these API classes, one `def` line per function (`docs`: with its doc)."""
         blocks = []
         for api in app_names:
-            lines = [f"    {fn.render()}" for fn in self.functions(api).values()]
+            lines = [f"    {fn.render(docs)}" for fn in self.functions(api).values()]
             blocks.append("\n".join([f"class {api}:", *lines]))
         return "\n\n".join(blocks)
 

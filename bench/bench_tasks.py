@@ -21,7 +21,8 @@ from pathlib import Path
 from rich.console import Console
 
 from computerrl.data.suites import all_templates
-from computerrl.data.suites.build import BuildConfig, _replay, generate, write_files
+from computerrl.data.suites.build import generate, write_files
+from computerrl.stages.tasks_build import BuildConfig, _replay
 
 
 def main() -> None:
@@ -50,8 +51,8 @@ def main() -> None:
             t1 = time.perf_counter()
             replays = _replay(cfg, out, sample, console)
             wall = time.perf_counter() - t1
-            steps = sum(len(r.steps) for r in replays if r.kept)
-            result.update(replayed=len(sample), kept=sum(r.kept for r in replays), replay_wall_s=round(wall, 1),
+            steps = sum(len(r.rows) for r in replays if r.success)
+            result.update(replayed=len(sample), kept=sum(r.success for r in replays), replay_wall_s=round(wall, 1),
                           replay_steps_per_s=round(steps / wall, 2) if wall else 0.0, envs=args.envs)
             console.print(f"replayed {len(sample)} on {args.envs} desktops in {wall:.0f} s "
                           f"(incl. start): {result['kept']} kept, {result['replay_steps_per_s']} steps/s")

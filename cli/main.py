@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from computerrl.cli import tasks
-from computerrl.stages import spawn_envs
+from computerrl.cli import spawn_envs, tasks
 
 app = typer.Typer(
     name="computerrl",

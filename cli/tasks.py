@@ -71,14 +71,18 @@ def build(
                                          "and keep only the tasks that score 1.0.")] = True,
     envs: Annotated[int, typer.Option("--envs", help="Local env servers replaying in parallel.")] = 2,
     workdir: Annotated[str, typer.Option(help="Where the env servers keep their state (default: OUT/.envs).")] = "",
+    model: Annotated[str, typer.Option(help="Checkpoint the expert prompts are built for (its tokenizer and prompt "
+                                       "budgets): 'embedded' or a local folder.")] = "embedded",
+    budgets: Annotated[str, typer.Option(help="Prompt budgets: small or paper (default: chosen by the model's "
+                                         "size).")] = "",
 ):
     import json
 
-    from computerrl.data.suites.build import BuildConfig, run
+    from computerrl.stages.tasks_build import BuildConfig, run
 
     try:
         cfg = BuildConfig(out=out, train=train, test=test, seed=seed, templates=templates, replay=replay, envs=envs,
-                          workdir=workdir)
+                          workdir=workdir, model=model, budgets=budgets)
     except (ValueError, KeyError) as e:
         raise typer.BadParameter(str(e).strip('"')) from None
     summary = run(cfg)

@@ -45,6 +45,10 @@ STEP_FEATURES = datasets.Features({
     "group_id": datasets.Value("string"),  # task × iteration: the GRPO group
     "sample": datasets.Value("int32"),  # 0..G-1 within the group
     "step": datasets.Value("int32"),  # 0-based step of the trajectory
+    "instruction": datasets.Value("string"),  # the task as the policy was given it
+    # The observation the step was taken on, JSON {focused_app, windows, a11y_tree, app_info, last_result}:
+    # with the earlier rows' responses and exec_results, enough to re-render the prompt another way.
+    "observation": datasets.Value("string"),
     "messages": [MESSAGE],  # the exact chat the model saw
     "response": datasets.Value("string"),  # the model's text answer
     "prompt_ids": datasets.Sequence(datasets.Value("int32")),
@@ -59,6 +63,9 @@ STEP_FEATURES = datasets.Features({
     "done": datasets.Value("bool"),  # last step of the trajectory
     "env_id": datasets.Value("string"),
     "policy_version": datasets.Value("string"),  # checkpoint that sampled it ("expert" for reference solutions)
+    "engine": datasets.Value("string"),  # what sampled it: transformers, vllm, openai, expert
     "error": datasets.Value("string"),  # why the trajectory was aborted ("" = it was not)
 })
 STEP_COLUMNS = list(STEP_FEATURES)
+SCREENSHOT = "screenshot"  # optional Image column of step datasets (rollout/eval --screenshots)
+STEP_WITH_SCREENSHOT_FEATURES = datasets.Features({**STEP_FEATURES, SCREENSHOT: datasets.Image()})

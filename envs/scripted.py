@@ -10,9 +10,7 @@ import statistics
 import time
 from typing import Any
 
-
-def response(code: str, thought: str = "") -> str:
-    return f"<think>{thought}</think>\n```python\n{code}\n```"
+from computerrl.apis.parser import format_answer as response
 
 
 def calc_episode(text: str) -> list[str]:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from computerrl.cli.main import app
 from computerrl.data.suites import DOMAINS, all_templates, get_template, make
 from computerrl.data.suites.build import generate, write_files
+from computerrl.stages.tasks_build import why_dropped
 from computerrl.envs.tasks.task import parse_task
 
 
@@ -88,9 +89,10 @@ def test_build_rejects_an_unknown_template(tmp_path):
 def replayed(server, tmp_path_factory):
     """Instance 0 of every template plus a deliberately broken copy, replayed through an EnvPool
     on one desktop (about 2 s a task)."""
-    from computerrl.data.suites.replay import replay_all
     from computerrl.envs.backends.base import EnvHandle
     from computerrl.envs.pool import EnvPool
+    from computerrl.policy.checkpoint import embedded_checkpoint, prompt_settings
+    from computerrl.stages.tasks_build import replay_all
 
     srv, client = server
     instances = [make(t.name, 7, 0) for t in all_templates()]
@@ -101,7 +103,7 @@ def replayed(server, tmp_path_factory):
     write_files(instances + [broken], files)
     srv.slots[0].desktop.file_cache = files  # white box: the server's --cache
     pool = EnvPool([EnvHandle("test", f"127.0.0.1:{srv.port}", "local")], max_steps=30)
-    results = replay_all(pool, instances + [broken])
+    results = replay_all(pool, instances + [broken], prompt_settings(embedded_checkpoint()))
     pool.close()
     return instances, results
 
@@ -109,42 +111,45 @@ def replayed(server, tmp_path_factory):
 @pytest.mark.desktop
 def test_one_instance_of_every_template_replays_to_one(replayed):
     instances, results = replayed
-    failed = {inst.template: r.reason or f"score {r.score:g}" for inst, r in zip(instances, results)
-              if not (r.kept and r.score == 1.0)}
+    failed = {inst.template: why_dropped(r) for inst, r in zip(instances, results) if not r.success}
     assert not failed, f"{len(failed)} of {len(instances)} templates did not replay to 1.0: " + "; ".join(
         f"{name}: {why}" for name, why in sorted(failed.items()))
     assert {i.domain for i in instances} == set(DOMAINS)
     for inst, r in zip(instances, results):
-        rows = r.steps
+        rows = r.rows
         assert len(rows) == len(inst.solution) and rows[-1]["done"] and all(row["success"] for row in rows)
         assert all(row["reward"] == 1.0 for row in rows), inst.template
-        assert rows[0]["messages"][0]["content"] == inst.task["instruction"]
+        # The chat a model would have seen: the task in the system prompt, the observation last.
+        system, *_, user = rows[0]["messages"]
+        assert system["role"] == "system" and system["content"].endswith(inst.task["instruction"])
+        assert user["role"] == "user" and user["content"].startswith("* Apps:")
+        assert rows[0]["response"].endswith(f"{inst.solution[0]}\n```")
         assert json.loads(rows[0]["action"])  # the parsed action, as JSON
+        assert json.loads(rows[1]["observation"])["last_result"] == rows[0]["exec_result"]
 
 
 @pytest.mark.desktop
 def test_a_broken_reference_solution_is_dropped_with_its_score(replayed):
     _, results = replayed
     broken = results[-1]
-    assert not broken.kept and broken.steps == []
-    assert broken.reason.startswith("score 0"), broken.reason
+    assert not broken.success and not broken.aborted and all(row["reward"] == 0.0 for row in broken.rows)
+    assert why_dropped(broken).startswith("score 0"), why_dropped(broken)
 
 
 @pytest.mark.desktop
 def test_expert_steps_fit_the_step_schema(replayed):
     from computerrl.data.schemas import STEP_FEATURES
-    from computerrl.data.suites.replay import step_rows
 
-    ds = datasets.Dataset.from_list(step_rows(replayed[1]), features=STEP_FEATURES)
+    ds = datasets.Dataset.from_list([row for t in replayed[1] if t.success for row in t.rows], features=STEP_FEATURES)
     assert len(ds) == sum(len(i.solution) for i in replayed[0])
-    assert ds[0]["prompt_ids"] == [] and ds[0]["policy_version"] == "expert"
+    assert ds[0]["prompt_ids"] == [] and ds[0]["policy_version"] == "expert" and ds[0]["engine"] == "expert"
 
 
 def test_build_options_and_config_fields_never_drift_apart():
     import inspect
 
     from computerrl.cli.tasks import build
-    from computerrl.data.suites.build import BuildConfig
+    from computerrl.stages.tasks_build import BuildConfig
 
     params = {n: p.default for n, p in inspect.signature(build).parameters.items() }
     fields = {f.name: f.default for f in dataclasses.fields(BuildConfig)}
@@ -154,18 +159,18 @@ def test_build_options_and_config_fields_never_drift_apart():
 
 @pytest.mark.desktop
 def test_an_interrupted_build_resumes_from_its_journal(tmp_path):
-    from computerrl.data.suites.build import JOURNAL, BuildConfig, _Journal, generate, run
-    from computerrl.data.suites.replay import Replay
+    from computerrl.data.suites.build import generate
+    from computerrl.envs.episode import Trajectory
+    from computerrl.stages.tasks_build import JOURNAL, BuildConfig, _Journal, run
 
     cfg = BuildConfig(out=tmp_path, train=1, test=1, templates="calc_sort_column", envs=1)
     train, test = generate(1, 1, 0, ["calc_sort_column"])
     # What a build killed after its first replay leaves: the config line and one replay, then a cut line.
     journal = _Journal(tmp_path / JOURNAL, cfg)
-    journal.add(Replay(task_id=test[0].task_id, kept=False, score=0.0, reason="score 0.0: replayed before the kill",
-                       steps=[]))
+    journal.add(Trajectory(test[0].task_id, 0, [], detail="replayed before the kill"))
     with open(tmp_path / JOURNAL, "a") as f:
         f.write('{"task_id": "cut sh')
     summary = run(cfg)
-    assert summary["dropped"] == {test[0].task_id: "score 0.0: replayed before the kill"}  # not replayed again
+    assert summary["dropped"] == {test[0].task_id: "score 0: replayed before the kill"}  # not replayed again
     assert summary["kept"] == 1 and summary["train"] == 1  # the other one was replayed now
     assert not (tmp_path / JOURNAL).exists()  # a whole build leaves no journal

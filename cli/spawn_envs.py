@@ -1,0 +1,42 @@
+"""`computerrl spawn-envs`: options → `SpawnEnvsConfig` → `stages.spawn_envs.run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from computerrl.cli.options import Backend, OutDir
+from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
+
+HELP = "Start and supervise real desktops behind gRPC env servers; writes the env manifest."
+
+
+def command(
+    out: OutDir = Path("runs/envs"),
+    count: Annotated[int, typer.Option(help="Env servers to start.")] = 2,
+    desktops_per_env: Annotated[int, typer.Option(help="Desktops each server hosts.")] = 1,
+    backend: Backend = "local",
+    start_timeout_s: Annotated[float, typer.Option(help="Seconds a server may take to become healthy.")] = 180.0,
+    poll_s: Annotated[float, typer.Option(help="Seconds between health checks.")] = 2.0,
+    restart: Annotated[bool, typer.Option(help="Restart servers that die or stay unhealthy.")] = True,
+    unhealthy_grace_s: Annotated[float, typer.Option(help="Seconds a live server may stay unhealthy.")] = 20.0,
+    parallel_starts: Annotated[int, typer.Option(help="Servers started at once.")] = 4,
+    docker_image: Annotated[str, typer.Option(help="Desktop image for --backend docker.")] = "computerrl-desktop:latest",
+    docker_hosts: Annotated[str, typer.Option(help="Comma-separated Docker engine URLs (default: $DOCKER_HOST, "
+                                                   "else the local socket).")] = "",
+    publish_ip: Annotated[str, typer.Option(help="Interface docker publishes server ports on; 0.0.0.0 for remote "
+                                                 "engines (the token guards them).")] = "127.0.0.1",
+    cache: Annotated[Path | None, typer.Option(help="Task file cache for every server: a folder whose index.json "
+                                                    "maps URLs to its files (tasks' downloads read only it).")] = None,
+    network: Annotated[bool, typer.Option(help="Desktops share the host's network (default: none; a task with "
+                                               "\"network\": true still gets it).")] = False,
+    detach: Annotated[bool, typer.Option(help="Supervise in the background; return once all are healthy.")] = False,
+    stop: Annotated[bool, typer.Option(help="Stop the envs recorded in --out.")] = False,
+):
+    try:
+        cfg = SpawnEnvsConfig(**{k: v for k, v in locals().items()})
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    raise typer.Exit(run(cfg))

@@ -1,0 +1,112 @@
+"""Policies: what answers an observation. Every policy builds its chat with `prompt.build_messages`,
+so expert rows, rollout rows and eval see the same prompts.
+
+- `ModelPolicy`: a generation engine behind a batcher. Episodes on many desktops call `act` from
+  their own threads; the batcher gathers the chats pending at that moment into one `generate`
+  call, so the model works on a batch while the desktops carry out the previous answers.
+- `ExpertPolicy`: plays a task's reference solution, one line a step, through the same prompt.
+
+The episode loop (`envs.episode.play`) needs only `act(instruction, observation, history) ->
+Decision` and the attributes `version` and `engine_name`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Callable, Sequence
+
+from computerrl.apis.parser import format_answer
+from computerrl.policy.engines import Engine
+from computerrl.policy.prompt import Budgets, CountTokens, approx_tokens, build_messages
+
+EXPERT = "expert"  # policy_version and engine of reference-solution rows
+
+
+@dataclasses.dataclass
+class Decision:
+    messages: list[dict[str, str]]  # the chat the policy read
+    response: str  # its answer
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    response_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)  # per response token ([] = unknown)
+
+
+class ExpertPolicy:
+    """Answers step i with line i of `solution` (no thought), then gives up if asked again."""
+
+    engine_name = EXPERT
+    version = EXPERT
+
+    def __init__(self, solution: Sequence[str], budgets: Budgets, count: CountTokens = approx_tokens):
+        self.solution, self.budgets, self.count = list(solution), budgets, count
+
+    def act(self, instruction: str, observation: dict, history: Sequence[tuple[str, str]]) -> Decision:
+        messages = build_messages(instruction, observation, history, self.budgets, self.count)
+        step = len(history)
+        code = self.solution[step] if step < len(self.solution) else "Agent.exit(success=False)"
+        return Decision(messages, format_answer(code))
+
+
+class ModelPolicy:
+    def __init__(self, engine: Engine, budgets: Budgets, *, version: str, max_batch: int = 8,
+                 gather_s: float = 0.02, seed: int = 0, on_batch: Callable[[int, float], None] | None = None):
+        """`max_batch`: chats per generate call; `gather_s`: how long a batch waits for more chats
+        once the first has come; `on_batch(size, seconds)`: told after every call (progress, benchmarks)."""
+        self.engine, self.budgets, self.version = engine, budgets, version
+        self.max_batch, self.gather_s, self.seed, self.on_batch = max_batch, gather_s, seed, on_batch
+        self.calls = 0
+        self._queue: queue.Queue = queue.Queue()
+        self._closed = False
+        self._worker = threading.Thread(target=self._serve, name="policy-batcher", daemon=True)
+        self._worker.start()
+
+    @property
+    def engine_name(self) -> str:
+        return self.engine.name
+
+    def act(self, instruction: str, observation: dict, history: Sequence[tuple[str, str]]) -> Decision:
+        if self._closed:
+            raise RuntimeError("the policy was closed")
+        messages = build_messages(instruction, observation, history, self.budgets, self.engine.count_tokens)
+        done: Future = Future()
+        self._queue.put((messages, done))
+        g = done.result()
+        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs)
+
+    def _serve(self) -> None:
+        import time
+
+        while not self._closed:
+            try:
+                batch = [self._queue.get(timeout=0.5)]
+            except queue.Empty:
+                continue
+            deadline = time.monotonic() + self.gather_s
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    break
+            t0 = time.monotonic()
+            try:
+                gens = self.engine.generate([m for m, _ in batch], seed=self.seed * 1_000_003 + self.calls)
+            except Exception as e:  # noqa: BLE001 - every waiting episode must hear of it
+                for _, f in batch:
+                    f.set_exception(e)
+                continue
+            finally:
+                self.calls += 1
+            for (_, f), g in zip(batch, gens):
+                f.set_result(g)
+            if self.on_batch:
+                self.on_batch(len(batch), time.monotonic() - t0)
+
+    def close(self) -> None:
+        self._closed = True
+        self._worker.join(timeout=5)
+        while not self._queue.empty():
+            self._queue.get_nowait()[1].set_exception(RuntimeError("the policy was closed"))
+        self.engine.close()

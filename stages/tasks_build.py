@@ -1,0 +1,210 @@
+"""`computerrl tasks build`: generate a task suite and prove every task solvable on real desktops.
+
+Instances come from templates × parameters (`data.suites`), split so that train and test never
+share an instance; their files go to a cache folder (`files/`, read by env servers with
+`--cache`). With `--replay` (the default) every reference solution is played on local desktops
+through the same episode loop, parser and prompt a model gets (`envs.episode`,
+`policy.agent.ExpertPolicy`): a task is kept only if it scores 1.0, and the replays become the
+expert step dataset for behaviour cloning, whose `messages` are the prompts the model will see
+(built for `--model`'s tokenizer and prompt budgets).
+
+Reads:  nothing (templates are code), and `--model`'s tokenizer.
+Writes: OUT/train, OUT/test (task datasets: task_id, domain, template, instruction, task_json,
+        solution, gui_solution), OUT/expert (step dataset), OUT/files (cache + index.json).
+        A build killed half-way resumes from OUT/.replays.jsonl.
+
+    computerrl tasks build --out runs/tasks --train 20 --test 10 --envs 1
+    computerrl tasks build --out runs/tasks            # 2000 train + 300 test, 2 desktops
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Callable
+
+from computerrl.data.suites import Instance, get_template
+from computerrl.data.suites.build import generate, task_rows, write_files
+
+JOURNAL = ".replays.jsonl"  # replays of a build in progress, one JSON line each: a rerun resumes from them
+
+
+@dataclasses.dataclass
+class BuildConfig:
+    out: Path = Path("runs/tasks")  # suite folder: files/ (the cache), train/, test/, expert/
+    train: int = 2000  # train instances generated (before replay drops any)
+    test: int = 300  # test instances generated (before replay drops any)
+    seed: int = 0  # the same seed (and counts, templates) gives the same suite
+    templates: str = ""  # comma-separated template names ("" = all registered)
+    replay: bool = True  # replay every reference solution on real desktops, keep the 1.0 ones
+    envs: int = 2  # local env servers (one desktop each) replaying in parallel
+    workdir: str = ""  # where the env servers keep their state ("" = OUT/.envs)
+    model: str = "embedded"  # checkpoint whose tokenizer and prompt budgets the expert prompts are built for
+    budgets: str = ""  # prompt budget name (policy.prompt.BUDGETS; "" = chosen by the model's size)
+
+    def __post_init__(self):
+        if self.train < 0 or self.test < 0 or self.train + self.test == 0:
+            raise ValueError("--train and --test must be >= 0 and not both 0")
+        if self.envs < 1:
+            raise ValueError("--envs must be at least 1")
+        for name in self.template_names:
+            get_template(name)  # unknown name: KeyError listing the known ones
+        if self.budgets:
+            from computerrl.policy.prompt import BUDGETS
+
+            BUDGETS[self.budgets]
+
+    @property
+    def template_names(self) -> list[str]:
+        return [t.strip() for t in self.templates.split(",") if t.strip()]
+
+
+def run(cfg: BuildConfig, console=None) -> dict:
+    """Generate, write the cache, replay (optional), write train/test (and expert) datasets."""
+    import time
+
+    import datasets
+    from rich.console import Console
+
+    from computerrl.data.datasets_io import lineage, save_atomic
+    from computerrl.data.schemas import STEP_FEATURES, TASK_FEATURES
+
+    console = console or Console(soft_wrap=True)
+    out = Path(cfg.out)
+    t0 = time.perf_counter()
+    train, test = generate(cfg.train, cfg.test, cfg.seed, cfg.template_names or None)
+    gen_s = time.perf_counter() - t0
+    write_files(train + test, out / "files")
+    console.print(f"generated {len(train)} train + {len(test)} test instances from "
+                  f"{len({i.template for i in train + test})} templates in {gen_s:.1f} s; files in {out / 'files'}")
+    summary: dict = {"generated": {"train": len(train), "test": len(test)}, "generate_s": round(gen_s, 2)}
+    if cfg.replay and train + test:
+        replays = _replay(cfg, out, train + test, console)
+        kept = {r.task_id for r in replays if r.success}
+        dropped = {r.task_id: why_dropped(r) for r in replays if not r.success}
+        reasons = Counter(why.split(":")[0] for why in dropped.values())
+        console.print(f"replay: kept {len(kept)}, dropped {len(dropped)}" +
+                      (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if dropped else ""))
+        for task_id, why in dropped.items():
+            console.print(f"  dropped {task_id}: {why[:300]}", markup=False, highlight=False)
+        train, test = [i for i in train if i.task_id in kept], [i for i in test if i.task_id in kept]
+        rows = [row for r in replays if r.success for row in r.rows]
+        expert = datasets.Dataset.from_list(rows, features=STEP_FEATURES) if rows else \
+            datasets.Dataset.from_dict({k: [] for k in STEP_FEATURES}, features=STEP_FEATURES)
+        save_atomic(expert, out / "expert", lineage=lineage("tasks build", cfg))
+        summary.update(kept=len(kept), dropped=dropped, expert_steps=len(rows),
+                       replay_s=round(sum(r.seconds for r in replays), 1))
+    for split, insts in (("train", train), ("test", test)):
+        ds = datasets.Dataset.from_dict(task_rows(insts), features=TASK_FEATURES)
+        save_atomic(ds, out / split, lineage=lineage("tasks build", cfg, {"split": split}))
+    (out / JOURNAL).unlink(missing_ok=True)  # the build is whole: nothing to resume
+    summary.update(train=len(train), test=len(test), per_domain=dict(Counter(i.domain for i in train + test)))
+    console.print(f"wrote {out / 'train'} ({len(train)} tasks) and {out / 'test'} ({len(test)} tasks)")
+    return summary
+
+
+def why_dropped(t) -> str:
+    """A replay's reason for dropping its task: "setup: …", "desktop lost …" or "score 0: <detail>"."""
+    return t.error or f"score {t.score:g}: {t.detail}".strip()
+
+
+def replay_all(pool, instances: list[Instance], expert_prompt, *, on_done: Callable | None = None) -> list:
+    """Play every instance's reference solution on the pool's desktops, one worker per desktop.
+
+    `expert_prompt`: (Budgets, count_tokens) the expert's chats are built with. Trajectories come
+    back in the order of `instances`.
+    """
+    from computerrl.envs.client import EnvError
+    from computerrl.envs.episode import Trajectory, play
+    from computerrl.policy.agent import ExpertPolicy
+
+    def one(inst: Instance) -> Trajectory:
+        try:
+            with pool.lease() as env:
+                return play(env, ExpertPolicy(inst.solution, *expert_prompt), inst.task, domain=inst.domain,
+                            group_id=f"{inst.task_id}:expert")
+        except (EnvError, TimeoutError) as e:
+            return Trajectory(inst.task_id, 0, [], error=f"env: {e}")
+
+    results, lock = {}, threading.Lock()
+    with ThreadPoolExecutor(max_workers=pool.size) as ex:
+        for f in as_completed([ex.submit(one, inst) for inst in instances]):
+            t = f.result()
+            with lock:
+                results[t.task_id] = t
+            if on_done:
+                on_done(t)
+    return [results[i.task_id] for i in instances]
+
+
+class _Journal:
+    """Replays written one line at a time as they finish, so a build killed half-way resumes. The first
+    line is the config: a journal of another config (seed, counts, templates) is started afresh."""
+
+    def __init__(self, path: Path, cfg: BuildConfig):
+        from computerrl.envs.episode import Trajectory
+
+        self.path, self.lock, self.done = path, threading.Lock(), []
+        key = json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("envs", "workdir")},
+                         sort_keys=True, default=str)
+        lines = path.read_text().splitlines() if path.exists() else []
+        if lines and lines[0] == key:
+            for line in lines[1:]:
+                try:
+                    self.done.append(Trajectory(**json.loads(line)))
+                except (ValueError, TypeError):  # the line a kill cut short
+                    break
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(key + "\n")
+
+    def add(self, trajectory) -> None:
+        with self.lock, open(self.path, "a") as f:
+            f.write(json.dumps(dataclasses.asdict(trajectory)) + "\n")
+
+
+def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> list:
+    """Start `cfg.envs` local env servers reading out/files, replay every instance, stop them."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from computerrl.envs.backends.local import LocalBackend
+    from computerrl.envs.pool import EnvPool, wait_healthy
+    from computerrl.policy.checkpoint import prompt_settings, resolve
+
+    journal = _Journal(out / JOURNAL, cfg)
+    results = [r for r in journal.done if r.task_id in {i.task_id for i in instances}]
+    todo = [i for i in instances if i.task_id not in {r.task_id for r in results}]
+    if results:
+        console.print(f"resuming: {len(results)} replays of an interrupted build are kept, {len(todo)} to go")
+    if not todo:
+        return results
+    expert_prompt = prompt_settings(resolve(cfg.model), cfg.budgets)
+    backend = LocalBackend(cfg.workdir or out / ".envs", server_args=("--cache", str((out / "files").resolve())))
+    handles = []
+    try:
+        handles = [backend.start(f"build-{k}") for k in range(min(cfg.envs, len(todo)))]
+        pool = EnvPool(handles, backend, max_steps=max(len(i.solution) for i in todo) + 2)
+        for h in handles:
+            problem = wait_healthy(pool.clients[h.env_id], pool.start_timeout_s)
+            if problem:
+                raise RuntimeError(f"env server {h.env_id} did not become healthy: {problem}")
+        with Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TextColumn("kept {task.fields[kept]}"),
+                      TimeElapsedColumn(), console=console) as bar:
+            job = bar.add_task("replay", total=len(todo), kept=0)
+            kept = [0]
+
+            def done(t):
+                journal.add(t)
+                kept[0] += t.success
+                bar.update(job, advance=1, kept=kept[0])
+
+            results += replay_all(pool, todo, expert_prompt, on_done=done)
+        pool.close()
+        return results
+    finally:
+        for h in handles:
+            backend.stop(h)
