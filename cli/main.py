@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from computerrl.cli import spawn_envs, tasks
+from computerrl.cli import rollout, spawn_envs, tasks
 
 app = typer.Typer(
     name="computerrl",
@@ -23,6 +23,7 @@ def main() -> None:
 
 
 app.command("spawn-envs", help=spawn_envs.HELP)(spawn_envs.command)
+app.command("rollout", help=rollout.HELP)(rollout.command)
 app.add_typer(tasks.app, name="tasks")
 
 if __name__ == "__main__":

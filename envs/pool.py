@@ -3,8 +3,9 @@
 A rollout worker leases one desktop, runs an episode on it and gives it back. When an
 episode was lost (the server's watchdog rebuilt a crashed desktop, or the server itself died
 or hung past a call's deadline), the pool probes the server: a healthy server keeps serving,
-a dead or unhealthy one is retired and — when the pool has a backend — replaced by a fresh
-one under the same env id.
+a dead or unhealthy one is retired and replaced under the same env id: started afresh by the
+pool's backend, or — for a pool made from a `spawn-envs` manifest — taken from the manifest once
+the supervisor has replaced it there (the pool never starts a second one).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import queue
 import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 from computerrl.envs.backends.base import Backend, EnvHandle
@@ -41,8 +43,10 @@ def wait_healthy(client: EnvClient, timeout_s: float, *, alive=lambda: True) -> 
 
 class EnvPool:
     def __init__(self, handles: list[EnvHandle], backend: Backend | None = None, *, call_timeout_s: float = 60.0,
-                 start_timeout_s: float = 120.0, max_steps: int = 15, screenshot: bool = False):
+                 start_timeout_s: float = 120.0, max_steps: int = 15, screenshot: bool = False,
+                 manifest: Path | None = None):
         self.backend, self.call_timeout_s, self.start_timeout_s = backend, call_timeout_s, start_timeout_s
+        self.manifest = manifest  # a spawn-envs run folder whose manifest the pool follows
         self.max_steps, self.screenshot = max_steps, screenshot
         self.handles: dict[str, EnvHandle] = {h.env_id: h for h in handles}
         self.clients = {h.env_id: EnvClient(h.address, h.token, timeout_s=call_timeout_s) for h in handles}
@@ -52,6 +56,19 @@ class EnvPool:
         for h in handles:
             for d in range(h.desktops):
                 self.free.put((h.env_id, d))
+
+    @classmethod
+    def from_manifest(cls, run_dir: Path | str, **options) -> "EnvPool":
+        """A pool over the healthy servers of a `spawn-envs` run folder (or manifest dataset)."""
+        from computerrl.envs.manifest import read_manifest
+
+        handles, status = read_manifest(run_dir)
+        healthy = [h for h in handles if status[h.env_id] == "healthy"]
+        if not healthy:
+            raise EnvError(f"no healthy env server in the manifest of {run_dir} "
+                           f"({', '.join(f'{h.env_id}: {status[h.env_id]}' for h in handles) or 'empty'}); "
+                           "start some with `computerrl spawn-envs --detach`")
+        return cls(healthy, manifest=Path(run_dir), **options)
 
     @property
     def size(self) -> int:
@@ -114,6 +131,8 @@ class EnvPool:
             self.replaced += 1
 
     def _replacement(self, old: EnvHandle) -> tuple[EnvHandle, EnvClient]:
+        if self.backend is None and self.manifest is not None:
+            return self._from_manifest(old)
         if self.backend is None:
             raise EnvError("the pool has no backend to replace it")
         self.backend.stop(old)
@@ -125,6 +144,26 @@ class EnvPool:
             self.backend.stop(new)
             raise EnvError(f"its replacement did not become healthy: {problem}")
         return new, client
+
+    def _from_manifest(self, old: EnvHandle) -> tuple[EnvHandle, EnvClient]:
+        """Wait for the supervisor to list a healthy replacement (new address or token) of `old`."""
+        from computerrl.envs.manifest import read_manifest
+
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            try:
+                handles, status = read_manifest(self.manifest)
+            except (OSError, ValueError):  # mid-rewrite: read again
+                handles, status = [], {}
+            new = next((h for h in handles if h.env_id == old.env_id), None)
+            if new is not None and status[new.env_id] == "healthy" and (new.address, new.token) != (old.address,
+                                                                                                  old.token):
+                client = EnvClient(new.address, new.token, timeout_s=self.call_timeout_s)
+                if not wait_healthy(client, 30.0):
+                    return new, client
+                client.close()
+            time.sleep(1.0)
+        raise EnvError(f"the manifest of {self.manifest} listed no healthy replacement within {self.start_timeout_s} s")
 
     def close(self) -> None:
         for c in self.clients.values():

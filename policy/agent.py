@@ -104,9 +104,11 @@ class ModelPolicy:
             if self.on_batch:
                 self.on_batch(len(batch), time.monotonic() - t0)
 
-    def close(self) -> None:
+    def close(self, *, engine: bool = True) -> None:
+        """Stop the batcher (answers still pending fail) and, with `engine`, free the model."""
         self._closed = True
         self._worker.join(timeout=5)
         while not self._queue.empty():
             self._queue.get_nowait()[1].set_exception(RuntimeError("the policy was closed"))
-        self.engine.close()
+        if engine:
+            self.engine.close()

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from computerrl.cli import rollout as rollout_cli
 from computerrl.cli import spawn_envs as spawn_envs_cli
 from computerrl.cli.main import app
-from computerrl.stages import spawn_envs
+from computerrl.stages import rollout, spawn_envs
 
-STAGES = {"spawn-envs": (spawn_envs_cli.command, spawn_envs.SpawnEnvsConfig)}
+STAGES = {"spawn-envs": (spawn_envs_cli.command, spawn_envs.SpawnEnvsConfig),
+          "rollout": (rollout_cli.command, rollout.RolloutConfig)}
 
 
 def test_top_level_help_lists_every_stage():

@@ -1,0 +1,17 @@
+"""`open_policy`: from a `--model` value and sampling options to a ready `ModelPolicy`
+(checkpoint resolved, engine loaded, prompt budgets chosen, version read from the lineage)."""
+
+from __future__ import annotations
+
+from computerrl.policy.agent import ModelPolicy
+from computerrl.policy.checkpoint import parameter_count, policy_version, resolve
+from computerrl.policy.engines import Sampling, make_engine
+from computerrl.policy.prompt import BUDGETS, budgets_for
+
+
+def open_policy(model: str, *, engine: str = "transformers", temperature: float = 1.0, max_new_tokens: int = 96,
+                budgets: str = "", max_batch: int = 8, seed: int = 0, **engine_options) -> ModelPolicy:
+    folder = resolve(model)
+    chosen = BUDGETS[budgets or budgets_for(parameter_count(folder))]
+    eng = make_engine(engine, folder, Sampling(temperature, max_new_tokens), **engine_options)
+    return ModelPolicy(eng, chosen, version=policy_version(folder), max_batch=max_batch, seed=seed)

@@ -1,0 +1,112 @@
+"""The policy on the embedded model (real weights, CPU): prompts, generation, log-probabilities."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import computerrl.apis  # noqa: F401  (registers the app API classes)
+from computerrl.policy.prompt import BUDGETS, OMITTED, build_messages, cut, cut_lines
+
+OBS = {"focused_app": "calc", "windows": [{"id": "0x400003", "app": "calc", "title": "Untitled 1 - LibreOffice Calc"}],
+       "a11y_tree": "tag\tname\ttext\tposition\tsize\n" + "\n".join(
+           f"table-cell\tB{i}\t{i}\t(300, {200 + 20 * i})\t(80, 20)" for i in range(1, 400)),
+       "app_info": "Sheet1, used A1:B399", "last_result": "Done"}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from computerrl.policy.checkpoint import embedded_checkpoint
+    from computerrl.policy.engines import Sampling, make_engine
+
+    return make_engine("transformers", embedded_checkpoint(), Sampling(temperature=0.7, max_new_tokens=24))
+
+
+def test_the_prompt_has_computerrls_parts_and_the_focused_apps_api_only():
+    system, user = build_messages("Sum column B into B400.", OBS, [], BUDGETS["paper"])
+    assert system["content"].endswith("Task: Sum column B into B400.")
+    assert "class Agent:" in system["content"] and "class CalcTools:" in system["content"]
+    assert "class WriterTools:" not in system["content"]
+    assert [line.split(":")[0] for line in user["content"].split("\n\n")] == [
+        "* Apps", "* Current App", "* A11y Tree", "* App Info", "* Previous Action Result"]
+    writer = build_messages("t", {**OBS, "focused_app": "writer"}, [], BUDGETS["paper"])[0]["content"]
+    assert "class WriterTools:" in writer and "class CalcTools:" not in writer
+
+
+def test_token_budgets_cut_the_tree_by_whole_rows(engine):
+    budgets = BUDGETS["small"]
+    user = build_messages("t", OBS, [], budgets, engine.count_tokens)[-1]["content"]
+    tree = user.split("* A11y Tree: ")[1].split("\n\n* App Info")[0]
+    rows = tree.splitlines()
+    assert rows[-1] == "…" and 5 < len(rows) < 399  # cut, but not to nothing
+    assert all(r.count("\t") == 4 for r in rows[:-1])  # no row cut in half
+    assert engine.count_tokens(tree) <= budgets.tree_tokens + 1
+    small_chat = engine.chat_ids(build_messages("t", OBS, [], budgets, engine.count_tokens))
+    paper_chat = engine.chat_ids(build_messages("t", OBS, [], BUDGETS["paper"], engine.count_tokens))
+    assert len(small_chat) < 2000 < len(paper_chat)
+
+
+def test_older_turns_are_collapsed_and_only_the_last_ones_kept():
+    history = [(f"<think>step {i}</think>\n```python\nAgent.wait()\n```", f"result {i}") for i in range(5)]
+    budgets = BUDGETS["small"]
+    messages = build_messages("t", OBS, history, budgets)
+    turns = messages[1:-1]
+    assert len(turns) == 2 * budgets.history_turns
+    assert [m["role"] for m in turns] == ["user", "assistant"] * budgets.history_turns
+    assert turns[0]["content"] == f"{OMITTED}\nPrevious Action Result: result 2"  # the step before the first kept
+    assert "step 3" in turns[1]["content"] and "step 4" in turns[-1]["content"]
+    assert "* A11y Tree:" in messages[-1]["content"] and "* A11y Tree:" not in "".join(m["content"] for m in turns)
+
+
+def test_cut_respects_its_budget():
+    count = len  # one token a character
+    assert cut("short", 10, count) == "short"
+    assert cut("x" * 50, 10, count) == "x" * 9 + "…"
+    assert cut_lines("a\nbb\nccc", 6, count) == "a\nbb\n…"
+
+
+def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
+    """The engine's log-probs (batched, left-padded generate) and the trainer's (right-padded
+    forward, logits only at answer positions) are the same numbers at the sampling temperature."""
+    import torch
+
+    from computerrl.policy.logprobs import response_logprobs
+
+    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["small"], engine.count_tokens) for v in (1, 22)]
+    chats[1] = chats[1][:1] + [{"role": "user", "content": "Short one."}]  # very different prompt lengths
+    gens = engine.generate(chats, seed=3)
+    assert all(g.response_ids and len(g.logprobs) == len(g.response_ids) for g in gens)
+    assert all(lp <= 0 for g in gens for lp in g.logprobs)
+    with torch.no_grad():
+        recomputed = response_logprobs(engine.model, [g.prompt_ids for g in gens], [g.response_ids for g in gens],
+                                       temperature=0.7, pad_id=engine.pad_id)
+    for g, r in zip(gens, recomputed):
+        assert torch.allclose(torch.tensor(g.logprobs), r, atol=1e-4), (torch.tensor(g.logprobs) - r).abs().max()
+    assert gens[0].prompt_ids == engine.chat_ids(chats[0])
+
+
+def test_the_same_seed_samples_the_same_answers(engine):
+    chats = [build_messages("Put 5 in B2.", OBS, [], BUDGETS["small"], engine.count_tokens)]
+    assert engine.generate(chats, seed=11)[0].response_ids == engine.generate(chats, seed=11)[0].response_ids
+
+
+def test_the_batcher_answers_concurrent_episodes_in_one_generate_call(engine):
+    from computerrl.policy.agent import ModelPolicy
+
+    sizes = []
+    policy = ModelPolicy(engine, BUDGETS["small"], version="v", max_batch=8, gather_s=0.5,
+                         on_batch=lambda n, s: sizes.append(n))
+    answers = {}
+
+    def episode(k: int) -> None:
+        answers[k] = policy.act(f"Put {k} in B2.", OBS, [])
+
+    threads = [threading.Thread(target=episode, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    policy.close(engine=False)  # the engine is the module's fixture
+    assert sizes == [3]
+    assert all(a.messages[0]["content"].endswith(f"Put {k} in B2.") and a.response_ids for k, a in answers.items())
