@@ -33,10 +33,11 @@ def command(
     device: Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")] = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace a finished output instead of stopping.")] = False,
 ):
+    options = dict(locals())
     from computerrl.stages.rollout import RolloutConfig, run
 
     try:
-        cfg = RolloutConfig(**dict(locals()))
+        cfg = RolloutConfig(**options)
     except (ValueError, KeyError) as e:
         raise typer.BadParameter(str(e)) from None
     run(cfg)

@@ -1,0 +1,89 @@
+"""`rollout` for real: the embedded model acting in real desktops started by `spawn-envs`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from computerrl.data.datasets_io import load, save_atomic
+from computerrl.data.schemas import STEP_COLUMNS, TASK_FEATURES
+
+pytestmark = pytest.mark.desktop
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """Two generated Calc tasks with their file cache, and two desktops behind a detached spawn-envs."""
+    import datasets
+
+    from computerrl.data.suites.build import generate, task_rows, write_files
+    from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
+
+    root = tmp_path_factory.mktemp("rollout")
+    train, _ = generate(2, 0, seed=5, templates=["calc_column_stat"])
+    write_files(train, root / "files")
+    save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
+    assert run(SpawnEnvsConfig(out=root / "envs", count=2, cache=root / "files", detach=True)) == 0
+    yield root
+    run(SpawnEnvsConfig(out=root / "envs", stop=True))
+
+
+def options(root, out, **extra) -> list[str]:
+    args = {"tasks": root / "tasks", "envs": root / "envs", "samples": 2, "max-steps": 2, "max-new-tokens": 40,
+            "temperature": 1.0, "out": out, **extra}
+    return [x for k, v in args.items() for x in (f"--{k}", str(v))]
+
+
+def test_a_rollout_writes_every_column_with_sensible_values(run_dir):
+    from typer.testing import CliRunner
+
+    from computerrl.cli.main import app
+
+    out = run_dir / "rollout"
+    result = CliRunner().invoke(app, ["rollout", *options(run_dir, out), "--screenshots"])
+    assert result.exit_code == 0, result.output
+    ds = load(out)
+    assert set(STEP_COLUMNS) <= set(ds.column_names) and "screenshot" in ds.column_names
+    trajectories = {(r["group_id"], r["sample"]) for r in ds}
+    assert len(trajectories) == 4 and {g for g, _ in trajectories} == {f"{t}:0" for t in load(run_dir / "tasks")["task_id"]}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trajectories"] == 4 and summary["steps"] == len(ds)
+    for row in ds:
+        assert row["policy_version"] == "smollm2-135m-instruct" and row["engine"] == "transformers"
+        assert row["messages"][0]["role"] == "system" and row["messages"][-1]["content"].startswith("* Apps:")
+        assert 0 < len(row["response_ids"]) <= 40 and len(row["behavior_logprobs"]) == len(row["response_ids"])
+        assert all(lp <= 0 for lp in row["behavior_logprobs"]) and len(row["prompt_ids"]) > 100
+        assert row["reward"] == float(row["success"] and row["action_valid"])
+        assert row["error"] == "" and row["screenshot"].size == (1920, 1080)
+        if not row["action_valid"]:  # the untrained model mostly answers prose: nothing runs, reward 0
+            assert row["exec_result"].startswith("Invalid action") and row["action"] == "" and row["reward"] == 0
+        obs = json.loads(row["observation"])
+        assert obs["focused_app"] == "calc" and "/root" not in row["messages"][-1]["content"]
+    for group, sample in trajectories:
+        steps = sorted((r["step"], r["done"]) for r in ds if (r["group_id"], r["sample"]) == (group, sample))
+        assert [s for s, _ in steps] == list(range(len(steps))) and steps[-1][1] and len(steps) <= 2
+
+
+def test_a_killed_rollout_resumes_without_duplicates(run_dir):
+    out = run_dir / "resumed"
+    journal = out.with_name(f".{out.name}.journal")
+    cmd = [sys.executable, "-m", "computerrl.cli.main", "rollout", *options(run_dir, out, samples=3)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(journal.glob("*-*.json"))) < 1:
+        time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    played = len(list(journal.glob("*-*.json")))
+    assert 1 <= played < 6 and not out.exists()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"resuming: {played} trajectories already played" in done.stdout
+    ds = load(out)
+    keys = [(r["group_id"], r["sample"], r["step"]) for r in ds]
+    assert len(keys) == len(set(keys)) and len({k[:2] for k in keys}) == 6
+    assert not journal.exists()
