@@ -31,6 +31,11 @@ proto:
 spawn-envs count=envs *args="":
     {{venv}}/computerrl spawn-envs --count {{count}} --out {{runs}}/envs {{args}}
 
+# The policy plays the train tasks on the envs of `just spawn-envs` (G samples each); step dataset out.
+[group("stages")]
+rollout tasks=(runs / "tasks/train") out=(runs / "rollout") *args="":
+    {{venv}}/computerrl rollout --tasks {{tasks}} --envs {{runs}}/envs --out {{out}} {{args}}
+
 # Stop the env servers of a detached spawn-envs.
 [group("stages")]
 stop-envs:

@@ -49,12 +49,12 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
     task_id = task.get("id", "")
     out = Trajectory(task_id, sample, [])
     try:
-        obs, info = env.reset(options={"task": task, "task_dir": task_dir})
+        obs, reset_info = env.reset(options={"task": task, "task_dir": task_dir})
     except EnvLost as e:
         return _aborted(out, f"desktop lost at reset: {e}", t0)
     except EnvError as e:
         return _aborted(out, f"setup: {e}", t0)
-    out.setup_notes = info.get("setup_notes", [])
+    out.setup_notes = reset_info.get("setup_notes", [])
     instruction = task.get("instruction", "")
     history: list[tuple[str, str]] = []
     info: dict[str, Any] = {}

@@ -8,6 +8,11 @@ import time
 
 import pytest
 
+# LibreOffice's `uno` module replaces `__import__` with a hook under which torch's star-imports fail
+# (torch.distributed.elastic.metrics). The tests run env servers (uno) and the policy (torch) in one
+# process, which the product never does, so the policy stack is imported before any uno.
+import transformers.modeling_utils  # noqa: F401, E402
+
 from computerrl.envs.client import DesktopEnv, EnvClient
 from computerrl.envs.pool import wait_healthy
 from computerrl.envs.scripted import response
