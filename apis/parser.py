@@ -29,10 +29,14 @@ MAX_ITEMS = 1_000  # per list / tuple / set / dict literal
 MAX_DEPTH = 4  # [[[[1]]]] is 4 deep
 MAX_INT = 2**63 - 1
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)\b", re.IGNORECASE)
+_FENCE = re.compile(r"(```|~~~)[ \t]*(?:python3?|py)\b", re.IGNORECASE)
 # A closing fence starts or ends a line, so text="```" inside the call does not close the block.
-_CLOSE = re.compile(r"^[ \t]*```|```[ \t]*$", re.MULTILINE)
+_CLOSE = {f: re.compile(rf"^[ \t]*{f}|{f}[ \t]*$", re.MULTILINE) for f in ("```", "~~~")}
 _CALL_START = re.compile(r"[^\W\d][\w.]*\(")  # "Agent.click(" — prose like "Done (ok)" is not a call
+_CALL_LINE = re.compile(r"[ \t`]*[^\W\d]\w*\.[^\W\d]\w*\(")  # a line that starts with Api.fn(
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+# Bidirectional embeddings, overrides and isolates: they make code read differently than it parses.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 _FORBIDDEN = {  # reasons that hold wherever the node appears
     ast.Lambda: "lambdas are not allowed",
@@ -112,23 +116,33 @@ def format_answer(code: str, thought: str = "") -> str:
 
 
 def extract_code(response: str) -> str | None:
-    """The last ```python block, else a last line that is itself a call, else None."""
+    """The ```python (or ~~~python) block, else a last line that is itself a call, else None.
+
+    Two blocks, or an unfenced answer with calls on two lines, come back joined by a newline, so
+    the parser rejects them as two statements instead of silently running one of them."""
     if not isinstance(response, str):
         return None
     fences = list(_FENCE.finditer(response))
     if fences:
-        start = fences[-1].end()
-        end = _CLOSE.search(response, start)  # an unclosed block runs to the end (cut at a stop word)
-        return response[start:end.start() if end else len(response)].strip()
+        blocks = []
+        for fence in fences:
+            end = _CLOSE[fence.group(1)].search(response, fence.end())  # unclosed: cut at a stop word
+            blocks.append(response[fence.end():end.start() if end else len(response)].strip())
+        return "\n".join(b for b in blocks if b) or blocks[-1]
     text = response.rstrip()
     line = text[max(text.rfind("\n"), text.rfind("\r")) + 1:].strip().strip("`").strip()
-    return line if _CALL_START.match(line) else None
+    if not _CALL_START.match(line):
+        return None
+    calls = [c.strip().strip("`") for c in _THINK.sub("", text).splitlines() if _CALL_LINE.match(c)]
+    return "\n".join(calls) if len(calls) > 1 else line
 
 
 def parse_action(response: str, registry: ApiRegistry | None = None) -> Action | InvalidAction:
     """The action in a model response, or why there is none. Never raises, never executes."""
     if not isinstance(response, str):
         return InvalidAction("the response is not text", "")
+    if _BIDI.search(response):
+        return InvalidAction("bidirectional control characters are not allowed", "")
     code = extract_code(response)
     if not code:
         return InvalidAction("no action found; end with one call in a ```python block", code or "")

@@ -153,9 +153,28 @@ def test_unicode_text_inside_strings_is_fine():
 # --- response format -----------------------------------------------------------------------
 
 
-def test_last_of_several_python_blocks_wins():
-    response = "```python\nAgent.wait()\n```\nOn second thought:\n```python\nAgent.exit(True)\n```\n"
+@pytest.mark.parametrize("response", [
+    "```python\nAgent.wait()\n```\nOn second thought:\n```python\nAgent.exit(True)\n```\n",  # two blocks
+    "```python\nAgent.wait()\nAgent.exit(True)\n```",  # two lines in one block
+    "<think>plan</think>\nAgent.click([10, 20])\nAgent.type(text='x')",  # two unfenced lines: not the last one
+    "Agent.click([10, 20])\n\n`Agent.exit(True)`",
+    "~~~python\nAgent.wait()\n~~~\n```python\nAgent.exit(True)\n```",
+])
+def test_two_statements_are_invalid_fenced_or_not(response):
+    result = parse_action(response)
+    assert isinstance(result, InvalidAction) and result.reason == "only one statement is allowed per action"
+
+
+def test_calls_inside_the_thought_do_not_count_as_statements():
+    response = "<think>Maybe Agent.click([1, 2])\nor Agent.wait() first</think>\nAgent.exit(True)"
     assert parse_action(response) == Action("Agent", "exit", {"success": True})
+
+
+@pytest.mark.parametrize("char", ["\u202e", "\u202a", "\u2066", "\u2069"])
+def test_bidirectional_controls_anywhere_make_the_answer_invalid(char):
+    for response in (f"```python\nAgent.type(text='a{char}b')\n```", f"<think>{char}</think>\n```python\nAgent.wait()\n```"):
+        result = parse_action(response)
+        assert isinstance(result, InvalidAction) and "bidirectional" in result.reason
 
 
 def test_fence_variants():
@@ -163,6 +182,8 @@ def test_fence_variants():
     assert parse_action("```Python   \nAgent.wait()\n```").name == "wait"
     assert parse_action("<think>ok</think>\n```python\nAgent.wait()").name == "wait"  # cut at a stop word
     assert parse_action("```python\nAgent.type(\n    text='multi-line call'\n)\n```").args["text"] == "multi-line call"
+    assert parse_action("~~~python\nAgent.wait()\n~~~").name == "wait"  # tildes are fences too
+    assert parse_action("~~~python\nAgent.type(text='```')\n~~~").args["text"] == "```"
 
 
 def test_lenient_last_line_without_fence():
