@@ -87,3 +87,35 @@ def test_a_killed_rollout_resumes_without_duplicates(run_dir):
     keys = [(r["group_id"], r["sample"], r["step"]) for r in ds]
     assert len(keys) == len(set(keys)) and len({k[:2] for k in keys}) == 6
     assert not journal.exists()
+
+
+def test_desktops_killed_mid_rollout_abort_their_trajectories_and_the_stage_completes(run_dir):
+    """Both env servers are SIGKILLed once the first trajectory is in: the episodes in flight end
+    aborted (never rewarded as failures), spawn-envs replaces the servers, the pool takes the
+    replacements from the manifest, and every trajectory is accounted for."""
+    import os
+    import signal
+
+    from computerrl.envs.manifest import read_manifest
+
+    out = run_dir / "killed"
+    journal = out.with_name(f".{out.name}.journal")
+    cmd = [sys.executable, "-m", "computerrl.cli.main", "rollout", *options(run_dir, out, samples=3)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(journal.glob("*-*.json")):
+        time.sleep(0.2)
+    handles, _ = read_manifest(run_dir / "envs")
+    for h in handles:
+        os.kill(h.detail["pid"], signal.SIGKILL)
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trajectories"] == 6 and summary["aborted"] >= 1, summary
+    ds = load(out)
+    for row in ds:
+        if row["error"]:
+            assert row["reward"] == 0.0 and not row["done"] and "lost" in row["error"]
+    replaced, _ = read_manifest(run_dir / "envs")
+    assert {h.address for h in replaced}.isdisjoint({h.address for h in handles})  # new servers, none started twice
+    assert len(replaced) == 2
