@@ -75,6 +75,9 @@ def build(
                                        "budgets): 'embedded' or a local folder.")] = "embedded",
     budgets: Annotated[str, typer.Option(help="Prompt budgets: small or paper (default: chosen by the model's "
                                          "size).")] = "",
+    holdout_templates: Annotated[str, typer.Option(help="Templates kept out of train, so eval can measure "
+                                                   "out-of-distribution success: a count N (drawn with --seed) or "
+                                                   "comma-separated names.")] = "",
 ):
     import json
 
@@ -82,7 +85,8 @@ def build(
 
     try:
         cfg = BuildConfig(out=out, train=train, test=test, seed=seed, templates=templates, replay=replay, envs=envs,
-                          workdir=workdir, model=model, budgets=budgets)
+                          workdir=workdir, model=model, budgets=budgets,
+                          holdout_templates=holdout_templates)
     except (ValueError, KeyError) as e:
         raise typer.BadParameter(str(e).strip('"')) from None
     summary = run(cfg)

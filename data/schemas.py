@@ -34,6 +34,7 @@ TASK_FEATURES = datasets.Features({
     "task_json": datasets.Value("string"),  # the whole OSWorld-format task, JSON
     "solution": datasets.Sequence(datasets.Value("string")),  # reference solution: one action code line per step
     "gui_solution": datasets.Sequence(datasets.Value("string")),  # Agent.*-only solution ([] = none)
+    "ood": datasets.Value("bool"),  # its template was held out of train (out-of-distribution test task)
 })
 TASK_COLUMNS = list(TASK_FEATURES)
 
@@ -54,6 +55,7 @@ STEP_FEATURES = datasets.Features({
     "prompt_ids": datasets.Sequence(datasets.Value("int32")),
     "response_ids": datasets.Sequence(datasets.Value("int32")),
     "behavior_logprobs": datasets.Sequence(datasets.Value("float32")),  # per response token, from the sampler
+    "entropy": datasets.Value("float32"),  # mean token entropy of the answer, nats (NaN = unknown: expert, server)
     "action": datasets.Value("string"),  # the parsed action, JSON ("" when invalid)
     "action_valid": datasets.Value("bool"),
     "exec_result": datasets.Value("string"),

@@ -69,7 +69,7 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
                "observation": json.dumps({k: shown.get(k) for k in OBSERVATION_FIELDS}),
                "messages": decision.messages, "response": decision.response,
                "prompt_ids": decision.prompt_ids, "response_ids": decision.response_ids,
-               "behavior_logprobs": decision.logprobs,
+               "behavior_logprobs": decision.logprobs, "entropy": decision.entropy,
                "action": json.dumps(info["action"]) if info.get("action") is not None else "",
                "action_valid": bool(info["action_valid"]), "exec_result": info.get("exec_result", ""),
                "success": False, "score": 0.0, "reward": 0.0, "done": False,

@@ -32,6 +32,7 @@ class Decision:
     prompt_ids: list[int] = dataclasses.field(default_factory=list)
     response_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)  # per response token ([] = unknown)
+    entropy: float = float("nan")  # mean token entropy of the answer (nan = unknown, e.g. the expert's)
 
 
 class ExpertPolicy:
@@ -74,7 +75,7 @@ class ModelPolicy:
         done: Future = Future()
         self._queue.put((messages, done))
         g = done.result()
-        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs)
+        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy)
 
     def _serve(self) -> None:
         import time

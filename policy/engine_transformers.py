@@ -55,6 +55,7 @@ class TransformersEngine:
         new = out.sequences[:, width:]
         logp = torch.log_softmax(torch.stack(out.logits, dim=1).float() / s.logprob_temperature, dim=-1)
         token_logp = logp.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp.exp() * logp).sum(-1)  # per position: how spread the sampled distribution was
         results = []
         for b, prompt in enumerate(prompts):
             tokens = new[b].tolist()
@@ -62,7 +63,8 @@ class TransformersEngine:
             results.append(Generation(
                 text=self.tokenizer.decode(tokens[:n], skip_special_tokens=True), prompt_ids=prompt,
                 response_ids=tokens[:n], logprobs=token_logp[b, :n].tolist(),
-                finish="stop" if tokens[n - 1] == self.eos_id else "length"))
+                finish="stop" if tokens[n - 1] == self.eos_id else "length",
+                entropy=entropy[b, :n].mean().item()))
         return results
 
     def close(self) -> None:

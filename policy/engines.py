@@ -45,6 +45,7 @@ class Generation:
     response_ids: list[int]  # sampled tokens, the end-of-turn token included when it was sampled
     logprobs: list[float]  # one per response token, at the sampling temperature ([] when unknown)
     finish: str  # "stop" (end of turn) or "length" (max_new_tokens reached)
+    entropy: float = float("nan")  # mean entropy (nats) of the sampled distributions over the answer
 
 
 class Engine(Protocol):

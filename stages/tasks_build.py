@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from computerrl.data.suites import Instance, get_template
-from computerrl.data.suites.build import generate, task_rows, write_files
+from computerrl.data.suites.build import generate, pick_holdout, task_rows, write_files
 
 JOURNAL = ".replays.jsonl"  # replays of a build in progress, one JSON line each: a rerun resumes from them
 
@@ -45,6 +45,7 @@ class BuildConfig:
     workdir: str = ""  # where the env servers keep their state ("" = OUT/.envs)
     model: str = "embedded"  # checkpoint whose tokenizer and prompt budgets the expert prompts are built for
     budgets: str = ""  # prompt budget name (policy.prompt.BUDGETS; "" = chosen by the model's size)
+    holdout_templates: str = ""  # templates only test draws from: a count N or comma-separated names ("" = none)
 
     def __post_init__(self):
         if self.train < 0 or self.test < 0 or self.train + self.test == 0:
@@ -53,6 +54,7 @@ class BuildConfig:
             raise ValueError("--envs must be at least 1")
         for name in self.template_names:
             get_template(name)  # unknown name: KeyError listing the known ones
+        self.holdout = pick_holdout(self.holdout_templates, self.seed, self.template_names or None)
         if self.budgets:
             from computerrl.policy.prompt import BUDGETS
 
@@ -76,7 +78,10 @@ def run(cfg: BuildConfig, console=None) -> dict:
     console = console or Console(soft_wrap=True)
     out = Path(cfg.out)
     t0 = time.perf_counter()
-    train, test = generate(cfg.train, cfg.test, cfg.seed, cfg.template_names or None)
+    train, test = generate(cfg.train, cfg.test, cfg.seed, cfg.template_names or None, cfg.holdout)
+    if cfg.holdout:
+        console.print(f"held out of train: {', '.join(cfg.holdout)} "
+                      f"({sum(i.template in cfg.holdout for i in test)} out-of-distribution test tasks)")
     gen_s = time.perf_counter() - t0
     write_files(train + test, out / "files")
     console.print(f"generated {len(train)} train + {len(test)} test instances from "
@@ -99,10 +104,11 @@ def run(cfg: BuildConfig, console=None) -> dict:
         summary.update(kept=len(kept), dropped=dropped, expert_steps=len(rows),
                        replay_s=round(sum(r.seconds for r in replays), 1))
     for split, insts in (("train", train), ("test", test)):
-        ds = datasets.Dataset.from_dict(task_rows(insts), features=TASK_FEATURES)
+        ds = datasets.Dataset.from_dict(task_rows(insts, cfg.holdout), features=TASK_FEATURES)
         save_atomic(ds, out / split, lineage=lineage("tasks build", cfg, {"split": split}))
     (out / JOURNAL).unlink(missing_ok=True)  # the build is whole: nothing to resume
-    summary.update(train=len(train), test=len(test), per_domain=dict(Counter(i.domain for i in train + test)))
+    summary.update(train=len(train), test=len(test), per_domain=dict(Counter(i.domain for i in train + test)),
+                   holdout=cfg.holdout)
     console.print(f"wrote {out / 'train'} ({len(train)} tasks) and {out / 'test'} ({len(test)} tasks)")
     return summary
 

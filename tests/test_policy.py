@@ -79,10 +79,12 @@ def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
     assert all(g.response_ids and len(g.logprobs) == len(g.response_ids) for g in gens)
     assert all(lp <= 0 for g in gens for lp in g.logprobs)
     with torch.no_grad():
-        recomputed = response_logprobs(engine.model, [g.prompt_ids for g in gens], [g.response_ids for g in gens],
-                                       temperature=0.7, pad_id=engine.pad_id)
-    for g, r in zip(gens, recomputed):
+        recomputed, entropies = response_logprobs(engine.model, [g.prompt_ids for g in gens],
+                                                  [g.response_ids for g in gens], temperature=0.7,
+                                                  pad_id=engine.pad_id, with_entropy=True)
+    for g, r, h in zip(gens, recomputed, entropies):
         assert torch.allclose(torch.tensor(g.logprobs), r, atol=1e-4), (torch.tensor(g.logprobs) - r).abs().max()
+        assert g.entropy > 0 and abs(g.entropy - h.mean().item()) < 1e-3
     assert gens[0].prompt_ids == engine.chat_ids(chats[0])
 
 

@@ -67,7 +67,7 @@ def test_build_command_writes_both_splits_and_the_cache(tmp_path):
     train, test = datasets.load_from_disk(str(out / "train")), datasets.load_from_disk(str(out / "test"))
     assert (len(train), len(test)) == (6, 2)
     assert set(train.column_names) == {"task_id", "domain", "template", "instruction", "task_json", "solution",
-                                       "gui_solution"}
+                                       "gui_solution", "ood"}
     assert not set(train["task_id"]) & set(test["task_id"])
     index = json.loads((out / "files" / "index.json").read_text())
     for row in list(train) + list(test):
@@ -174,3 +174,18 @@ def test_an_interrupted_build_resumes_from_its_journal(tmp_path):
     assert summary["dropped"] == {test[0].task_id: "score 0: replayed before the kill"}  # not replayed again
     assert summary["kept"] == 1 and summary["train"] == 1  # the other one was replayed now
     assert not (tmp_path / JOURNAL).exists()  # a whole build leaves no journal
+
+
+def test_held_out_templates_appear_only_in_test_and_are_marked_out_of_distribution():
+    from computerrl.data.suites.build import pick_holdout, task_rows
+
+    holdout = pick_holdout("3", seed=1)
+    assert len(holdout) == 3 and pick_holdout("3", seed=1) == holdout  # drawn with the seed
+    train, test = generate(80, 40, seed=1, holdout=holdout)
+    assert len(train) == 80 and not {i.template for i in train} & set(holdout)
+    rows = task_rows(test, holdout)
+    ood = [t for t, flag in zip(rows["template"], rows["ood"]) if flag]
+    assert ood and set(ood) <= set(holdout) and not all(rows["ood"])  # both kinds in test
+    assert pick_holdout("calc_sort_column", seed=0) == ["calc_sort_column"]
+    with pytest.raises(KeyError, match="unknown template"):
+        pick_holdout("nope", seed=0)

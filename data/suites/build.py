@@ -67,14 +67,37 @@ class _RoundRobin:
         return out
 
 
-def generate(train: int, test: int, seed: int = 0, templates: list[str] | None = None
-             ) -> tuple[list[Instance], list[Instance]]:
+def generate(train: int, test: int, seed: int = 0, templates: list[str] | None = None,
+             holdout: list[str] | None = None) -> tuple[list[Instance], list[Instance]]:
     """(train, test) instances; test is drawn first, then train continues each template's stream,
-    so the two never overlap."""
+    so the two never overlap. `holdout`: templates that only test draws from (out-of-distribution
+    tasks: no train instance shares even their template)."""
     names = [get_template(n).name for n in templates] if templates else [t.name for t in all_templates()]
+    unknown = sorted(set(holdout or []) - set(names))
+    if unknown:
+        raise ValueError(f"held-out template(s) {', '.join(unknown)} are not among the suite's templates")
     rr = _RoundRobin([_Stream(n, seed) for n in _interleave(names)])
     test_set = rr.take(test)
+    if holdout:
+        rr = _RoundRobin([s for s in rr.streams if s.name not in holdout])
+        if not rr.streams:
+            raise ValueError("every template is held out: train would be empty")
     return rr.take(train), test_set
+
+
+def pick_holdout(spec: str, seed: int, templates: list[str] | None = None) -> list[str]:
+    """`--holdout-templates`: a count N (N templates drawn with the seed) or comma-separated names."""
+    import random
+
+    names = [get_template(n).name for n in templates] if templates else [t.name for t in all_templates()]
+    spec = spec.strip()
+    if not spec:
+        return []
+    if spec.isdigit():
+        if int(spec) >= len(names):
+            raise ValueError(f"--holdout-templates {spec}: the suite has only {len(names)} templates")
+        return sorted(random.Random(f"holdout:{seed}").sample(sorted(names), int(spec)))
+    return [get_template(n.strip()).name for n in spec.split(",") if n.strip()]
 
 
 def write_files(instances: list[Instance], files_dir: Path) -> int:
@@ -95,9 +118,10 @@ def write_files(instances: list[Instance], files_dir: Path) -> int:
     return len(index)
 
 
-def task_rows(instances: list[Instance]) -> dict[str, list]:
-    """Columns of a task dataset (schemas.TASK_FEATURES)."""
+def task_rows(instances: list[Instance], holdout: list[str] | None = None) -> dict[str, list]:
+    """Columns of a task dataset (schemas.TASK_FEATURES); `holdout`: templates kept out of train."""
     return {"task_id": [i.task_id for i in instances], "domain": [i.domain for i in instances],
             "template": [i.template for i in instances], "instruction": [i.task["instruction"] for i in instances],
             "task_json": [json.dumps(i.task, sort_keys=True) for i in instances],
-            "solution": [list(i.solution) for i in instances], "gui_solution": [list(i.gui_solution) for i in instances]}
+            "solution": [list(i.solution) for i in instances], "gui_solution": [list(i.gui_solution) for i in instances],
+            "ood": [i.template in (holdout or []) for i in instances]}
