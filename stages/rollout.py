@@ -24,14 +24,11 @@ Writes: --out, a step dataset (schemas.STEP_FEATURES [+ screenshot]) with lineag
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
-import threading
-import time
 from pathlib import Path
 
-from computerrl.envs.tasks.task_set import TaskItem, load_task_set
+from computerrl.envs.tasks.task_set import TaskItem
+from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
 
 
 @dataclasses.dataclass
@@ -75,92 +72,27 @@ def run(cfg: RolloutConfig, console=None) -> dict:
     if cfg.out.exists() and not cfg.journal.exists() and not cfg.overwrite:
         console.print(f"{cfg.out} is already complete (--overwrite replaces it)")
         return json.loads((cfg.out / "summary.json").read_text())
-    items = load_task_set(cfg.tasks, cfg.limit)
-    playable = [i for i in items if not i.skip]
-    for i in items:
-        if i.skip:
-            console.print(f"skipped {i.task_id}: {i.skip}", markup=False, highlight=False)
-    if not playable:
-        raise ValueError(f"none of the {len(items)} tasks under {cfg.tasks} can be played here")
-    journal = Journal(cfg.journal, _key(cfg))
-    jobs = [(t, s) for t in playable for s in range(cfg.samples) if not journal.has(t.task_id, s)]
-    if len(jobs) < len(playable) * cfg.samples:
-        console.print(f"resuming: {len(playable) * cfg.samples - len(jobs)} trajectories already played")
+    items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
+                                          key=_key(cfg), console=console)
     if jobs:
-        _play_all(cfg, jobs, journal, len(playable), console)
+        from computerrl.policy.session import open_policy
+
+        policy = open_policy(cfg.model, engine=cfg.engine, temperature=cfg.temperature,
+                             max_new_tokens=cfg.max_new_tokens, budgets=cfg.budgets, max_batch=cfg.max_batch,
+                             seed=cfg.seed, device=cfg.device)
+        play_on_envs(cfg.envs, policy, jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
+                     iteration=cfg.iteration, n_tasks=len(playable), console=console)
     return _assemble(cfg, playable, items, journal, console)
 
 
-def _play_all(cfg: RolloutConfig, jobs: list[tuple[TaskItem, int]], journal: "Journal", n_tasks: int,
-              console) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from computerrl.envs.pool import EnvPool
-    from computerrl.policy.session import open_policy
-
-    pool = EnvPool.from_manifest(cfg.envs, max_steps=cfg.max_steps, screenshot=cfg.screenshots)
-    policy = open_policy(cfg.model, engine=cfg.engine, temperature=cfg.temperature,
-                         max_new_tokens=cfg.max_new_tokens, budgets=cfg.budgets, max_batch=cfg.max_batch,
-                         seed=cfg.seed, device=cfg.device)
-    queue_lock, pending = threading.Lock(), list(jobs)
-    stats = {"steps": 0, "success": 0, "aborted": 0, "played": 0}
-    left = {t.task_id: sum(1 for j in jobs if j[0].task_id == t.task_id) for t, _ in jobs}
-    t0 = time.monotonic()
-    columns = (TextColumn("tasks"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[rate]:.2f} steps/s · success {task.fields[success]}/{task.fields[played]}"
-                          " · aborted {task.fields[aborted]}"), TimeElapsedColumn())
-    with Progress(*columns, console=console) as bar:
-        job = bar.add_task("rollout", total=n_tasks, completed=n_tasks - len(left), rate=0.0, **stats)
-
-        def worker() -> None:
-            from computerrl.envs.episode import play
-
-            while True:
-                with queue_lock:
-                    if not pending:
-                        return
-                    item, sample = pending.pop(0)
-                with pool.lease() as env:
-                    t = play(env, policy, item.task, domain=item.domain, group_id=f"{item.task_id}:{cfg.iteration}",
-                             sample=sample, task_dir=item.task_dir, screenshots=cfg.screenshots)
-                journal.add(item.task_id, sample, t)
-                with queue_lock:
-                    stats["steps"] += len(t.rows)
-                    stats["played"] += 1
-                    stats["success"] += t.success
-                    stats["aborted"] += t.aborted
-                    left[item.task_id] -= 1
-                    bar.update(job, advance=left[item.task_id] == 0,
-                               rate=stats["steps"] / (time.monotonic() - t0), **stats)
-
-        threads = [threading.Thread(target=worker, name=f"rollout-{k}", daemon=True) for k in range(pool.size)]
-        try:
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-        finally:
-            policy.close()
-            pool.close()
-    if any(left.values()):
-        raise RuntimeError("some trajectories were not played (see the errors above); rerun to resume")
-
-
-def _assemble(cfg: RolloutConfig, playable: list[TaskItem], items: list[TaskItem], journal: "Journal",
+def _assemble(cfg: RolloutConfig, playable: list[TaskItem], items: list[TaskItem], journal: Journal,
               console) -> dict:
     import shutil
 
-    import datasets
-
     from computerrl.data.datasets_io import lineage, save_atomic
-    from computerrl.data.schemas import STEP_FEATURES, STEP_WITH_SCREENSHOT_FEATURES
 
-    features = STEP_WITH_SCREENSHOT_FEATURES if cfg.screenshots else STEP_FEATURES
-    trajectories = [journal.get(t.task_id, s) for t in playable for s in range(cfg.samples)]
-    rows = [journal.with_screenshots(r) for t in trajectories for r in t["rows"]]
-    ds = datasets.Dataset.from_list(rows, features=features) if rows else \
-        datasets.Dataset.from_dict({k: [] for k in features}, features=features)
-    summary = {"tasks": len(playable), "trajectories": len(trajectories), "steps": len(rows),
+    trajectories, ds = step_dataset(journal, playable, cfg.samples, cfg.screenshots)
+    summary = {"tasks": len(playable), "trajectories": len(trajectories), "steps": len(ds),
                "success": sum(t["success"] for t in trajectories), "aborted": sum(bool(t["error"]) for t in trajectories),
                "skipped": {i.task_id: i.skip for i in items if i.skip}}
     card = lineage("rollout", cfg, {"tasks": str(cfg.tasks), "envs": str(cfg.envs), "model": cfg.model})
@@ -175,50 +107,3 @@ def _assemble(cfg: RolloutConfig, playable: list[TaskItem], items: list[TaskItem
 def _key(cfg: RolloutConfig) -> dict:
     """What makes two runs the same run (a journal of another one is not resumed)."""
     return {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("max_batch", "device", "overwrite")}
-
-
-class Journal:
-    """One file per finished trajectory (written to a temporary name, then renamed: a kill leaves
-    a whole file or none), screenshots as PNG files beside them."""
-
-    def __init__(self, folder: Path, key: dict):
-        self.folder = folder
-        card = folder / "run.json"
-        if card.exists() and json.loads(card.read_text()) != key:
-            raise ValueError(f"{folder} holds an interrupted rollout with other options "
-                             f"({card}); rerun with those options to resume it, or remove the folder")
-        folder.mkdir(parents=True, exist_ok=True)
-        _atomic_write(card, json.dumps(key, indent=1).encode())
-
-    def _name(self, task_id: str, sample: int) -> Path:
-        return self.folder / f"{hashlib.sha256(task_id.encode()).hexdigest()[:16]}-{sample}.json"
-
-    def has(self, task_id: str, sample: int) -> bool:
-        return self._name(task_id, sample).exists()
-
-    def get(self, task_id: str, sample: int) -> dict:
-        return json.loads(self._name(task_id, sample).read_text())
-
-    def add(self, task_id: str, sample: int, trajectory) -> None:
-        record = dataclasses.asdict(trajectory)
-        stem = self._name(task_id, sample).with_suffix("")
-        for row in record["rows"]:
-            shot = row.pop("screenshot", None)
-            if shot and shot.get("bytes"):
-                png = Path(f"{stem}-step{row['step']}.png")
-                _atomic_write(png, shot["bytes"])
-                row["screenshot_file"] = str(png)
-        _atomic_write(self._name(task_id, sample), json.dumps(record).encode())
-
-    @staticmethod
-    def with_screenshots(row: dict) -> dict:
-        if "screenshot_file" in row:
-            row = dict(row)
-            row["screenshot"] = {"bytes": Path(row.pop("screenshot_file")).read_bytes(), "path": None}
-        return row
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
