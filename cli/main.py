@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from computerrl.cli import eval as eval_cli
 from computerrl.cli import rollout, spawn_envs, tasks
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ def main() -> None:
 
 app.command("spawn-envs", help=spawn_envs.HELP)(spawn_envs.command)
 app.command("rollout", help=rollout.HELP)(rollout.command)
+app.command("eval", help=eval_cli.HELP)(eval_cli.command)
 app.add_typer(tasks.app, name="tasks")
 
 if __name__ == "__main__":

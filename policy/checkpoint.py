@@ -105,7 +105,9 @@ def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", tra
     """A causal LM from a checkpoint folder; a LoRA adapter is loaded onto its base model."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # the stages draw their own progress
     folder = Path(folder)
     model = AutoModelForCausalLM.from_pretrained(str(base_of(folder)), dtype=getattr(torch, dtype))
     if (folder / ADAPTER_CONFIG).exists():

@@ -13,13 +13,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from computerrl.cli import eval as eval_cli
 from computerrl.cli import rollout as rollout_cli
 from computerrl.cli import spawn_envs as spawn_envs_cli
 from computerrl.cli.main import app
+from computerrl.stages import eval as eval_stage
 from computerrl.stages import rollout, spawn_envs
 
 STAGES = {"spawn-envs": (spawn_envs_cli.command, spawn_envs.SpawnEnvsConfig),
-          "rollout": (rollout_cli.command, rollout.RolloutConfig)}
+          "rollout": (rollout_cli.command, rollout.RolloutConfig),
+          "eval": (eval_cli.command, eval_stage.EvalConfig)}
 
 
 def test_top_level_help_lists_every_stage():

@@ -119,3 +119,34 @@ def test_desktops_killed_mid_rollout_abort_their_trajectories_and_the_stage_comp
     replaced, _ = read_manifest(run_dir / "envs")
     assert {h.address for h in replaced}.isdisjoint({h.address for h in handles})  # new servers, none started twice
     assert len(replaced) == 2
+
+
+def test_eval_prints_its_table_and_writes_results_steps_and_plots(run_dir):
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from computerrl.cli.main import app
+
+    tasks = load(run_dir / "tasks")
+    split = tasks.map(lambda row, k: {"ood": k == 1}, with_indices=True)  # the second task: an unseen template
+    save_atomic(split, run_dir / "test-split")
+    out = run_dir / "eval"
+    args = ["eval", "--tasks", str(run_dir / "test-split"), "--envs", str(run_dir / "envs"), "--max-steps", "2",
+            "--max-new-tokens", "40", "--out", str(out)]
+    result = CliRunner(env={"COLUMNS": "160"}).invoke(app, args)
+    assert result.exit_code == 0, result.output
+    for text in ("calc", "in-distribution", "out-of-distribution", "overall", "95% CI", "entropy"):
+        assert text in result.output, text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"]["tasks"] == 2 and summary["overall"]["trajectories"] == 2
+    assert 0 <= summary["overall"]["ci95"][0] <= summary["overall"]["success_rate"] <= summary["overall"]["ci95"][1]
+    assert summary["overall"]["mean_entropy"] > 0
+    results = load(out / "results")
+    assert sorted(results["task_id"]) == sorted(tasks["task_id"]) and sum(results["ood"]) == 1
+    steps = load(out / "steps")
+    assert len(steps) == sum(round(r["mean_steps"] * r["samples"]) for r in results)
+    assert steps[0]["screenshot"].size == (1920, 1080)  # eval keeps screenshots by default, for the viewer
+    for png in ("success_by_domain.png", "actions.png"):
+        assert Image.open(out / png).size[0] > 300
+    again = CliRunner(env={"COLUMNS": "160"}).invoke(app, args)  # finished: shown again, not replayed
+    assert again.exit_code == 0 and "holds a finished evaluation" in again.output and "overall" in again.output

@@ -24,6 +24,7 @@ class TaskItem:
     task: dict[str, Any]  # the OSWorld-format JSON the env server gets
     task_dir: str = ""  # the task file's folder ("" for generated tasks: their files are in the cache)
     template: str = ""  # generating template ("" for hand-written tasks)
+    ood: bool = False  # its template was held out of train (`tasks build --holdout-templates`)
     skip: str = ""  # why it cannot be played here ("" = it can)
 
 
@@ -54,7 +55,8 @@ def _from_dataset(path: Path) -> list[TaskItem]:
     items = []
     for row in ds:
         data = json.loads(row["task_json"])
-        item = TaskItem(row["task_id"], row["domain"], data, template=row.get("template", "") or "")
+        item = TaskItem(row["task_id"], row["domain"], data, template=row.get("template") or "",
+                        ood=bool(row.get("ood")))
         try:
             item.skip = "; ".join(parse_task(data, f"{path}[{row['task_id']}]").unsupported())
         except TaskError as e:

@@ -1,0 +1,34 @@
+"""The statistics `eval` reports: confidence intervals, pass@k, entropies."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Iterable
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval (95% for z = 1.96) of a success rate; (0, 1) when n = 0.
+
+    Unlike p ± z·sqrt(p(1-p)/n) it stays inside [0, 1] and is not zero-width at 0 or n successes,
+    which matters for the small task sets of a CPU run."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one task with c successes among n samples (Chen et al., 2021)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def entropy(labels: Iterable[str]) -> float:
+    """Entropy (nats) of the empirical distribution of `labels`; 0 for none or one kind."""
+    counts = Counter(labels)
+    total = sum(counts.values())
+    return 0.0 - sum(c / total * math.log(c / total) for c in counts.values()) if total else 0.0  # never -0.0

@@ -1,0 +1,227 @@
+"""`computerrl eval`: how good is a checkpoint? Success per domain on held-out tasks.
+
+The policy plays every task K times (`--samples`) on the desktops of a `spawn-envs` run, through
+the same episode loop as `rollout`. Reported, overall, per domain and — for suites built with
+`--holdout-templates` — in-distribution (seen templates, new parameters) vs out-of-distribution
+(unseen templates): success rate with its 95% Wilson interval, pass@K when K > 1 (the unbiased
+estimator), mean steps, invalid-action rate, aborted trajectories (excluded from the rates, never
+failures), the policy's mean token entropy, and the entropy of its choice of action function (how
+varied its actions are). Tasks this build cannot run are listed as skipped with the reason.
+
+Departure from OSWorld's harness: the default is greedy decoding (temperature 0) for K = 1; K > 1
+needs a temperature, or the K samples would be one answer K times.
+
+Reads:  --tasks (a test split or OSWorld JSON files), --envs (spawn-envs run folder), --model.
+Writes: OUT/results (per-task dataset), OUT/steps (step dataset, with screenshots unless
+        --no-screenshots), OUT/summary.json, OUT/success_by_domain.png, OUT/actions.png, and a table.
+
+    computerrl eval --tasks runs/tasks/test --envs runs/envs --limit 4 --max-steps 4 --out runs/eval-bc
+    computerrl eval --tasks osworld/ --envs runs/envs --model runs/rl2 --samples 4 --temperature 1 --out runs/eval-rl2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from computerrl.data.stats import entropy, pass_at_k, wilson
+from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    tasks: Path = Path("runs/tasks/test")  # held-out task dataset, or a folder of OSWorld JSON files
+    envs: Path = Path("runs/envs")  # spawn-envs run folder
+    model: str = "embedded"  # checkpoint folder (full or LoRA adapter), or "embedded"
+    samples: int = 1  # K trajectories per task; pass@K is reported when K > 1
+    max_steps: int = 15  # steps per trajectory before it is cut
+    out: Path = Path("runs/eval")  # results folder
+    engine: str = "transformers"  # generation engine: transformers, vllm, openai
+    temperature: float = 0.0  # 0 = greedy; K > 1 needs > 0
+    max_new_tokens: int = 96  # answer length cap, tokens
+    budgets: str = ""  # prompt budgets: small or paper ("" = by the model's size)
+    max_batch: int = 8  # answers generated per call at most
+    limit: int = 0  # evaluate only the first N tasks (0 = all)
+    seed: int = 0  # sampling seed
+    screenshots: bool = True  # keep each step's screenshot (for `computerrl view`)
+    device: str = "cpu"  # torch device of the transformers engine
+    overwrite: bool = False  # evaluate again even if OUT holds a finished evaluation
+
+    def __post_init__(self):
+        self.tasks, self.envs, self.out = Path(self.tasks), Path(self.envs), Path(self.out)
+        if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1:
+            raise ValueError("--samples, --max-steps and --max-batch must be at least 1")
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError("--samples > 1 needs --temperature > 0 (greedy decoding gives K identical samples)")
+
+    @property
+    def journal(self) -> Path:
+        return self.out.with_name(f".{self.out.name}.journal")
+
+
+def run(cfg: EvalConfig, console=None) -> dict:
+    import shutil
+
+    from rich.console import Console
+
+    console = console or Console(soft_wrap=True)
+    if (cfg.out / "summary.json").exists() and not cfg.journal.exists() and not cfg.overwrite:
+        console.print(f"{cfg.out} holds a finished evaluation (--overwrite evaluates again)")
+        summary = json.loads((cfg.out / "summary.json").read_text())
+        console.print(table(summary))
+        return summary
+    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("max_batch", "device", "overwrite")}
+    items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
+                                          key=key, console=console)
+    if jobs:
+        from computerrl.policy.session import open_policy
+
+        policy = open_policy(cfg.model, engine=cfg.engine, temperature=cfg.temperature,
+                             max_new_tokens=cfg.max_new_tokens, budgets=cfg.budgets, max_batch=cfg.max_batch,
+                             seed=cfg.seed, device=cfg.device)
+        play_on_envs(cfg.envs, policy, jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
+                     n_tasks=len(playable), console=console, label="eval")
+    summary = _write(cfg, items, playable, journal)
+    shutil.rmtree(cfg.journal, ignore_errors=True)
+    console.print(table(summary))
+    console.print(f"results in {cfg.out} (summary.json, results/, steps/, plots)")
+    return summary
+
+
+def per_task(trajectories: list[dict], items, samples: int) -> list[dict]:
+    """One result row per task from its K trajectory records (aborted ones counted apart)."""
+    rows = []
+    for k, item in enumerate(items):
+        group = trajectories[k * samples:(k + 1) * samples]
+        played = [t for t in group if not t["error"]]
+        steps = [r for t in played for r in t["rows"]]
+        entropies = [r["entropy"] for r in steps if not math.isnan(r["entropy"])]
+        rows.append({"task_id": item.task_id, "domain": item.domain, "ood": item.ood, "template": item.template,
+                     "samples": len(played), "successes": sum(t["success"] for t in played),
+                     "success_rate": sum(t["success"] for t in played) / len(played) if played else 0.0,
+                     "pass_at_k": pass_at_k(len(played), sum(t["success"] for t in played), samples)
+                     if len(played) >= samples else float("nan"),
+                     "mean_steps": len(steps) / len(played) if played else 0.0,
+                     "invalid_rate": sum(not r["action_valid"] for r in steps) / len(steps) if steps else 0.0,
+                     "aborted": len(group) - len(played),
+                     "mean_entropy": sum(entropies) / len(entropies) if entropies else float("nan"),
+                     "scores": [t["score"] for t in played], "errors": [t["error"] for t in group if t["error"]]})
+    return rows
+
+
+def aggregate(results: list[dict], steps: list[dict]) -> dict:
+    """Success with its 95% interval, pass@K and the other figures over a set of tasks."""
+    n = sum(r["samples"] for r in results)
+    wins = sum(r["successes"] for r in results)
+    low, high = wilson(wins, n)
+    passes = [r["pass_at_k"] for r in results if not math.isnan(r["pass_at_k"])]
+    entropies = [s["entropy"] for s in steps if not math.isnan(s["entropy"])]
+    return {"tasks": len(results), "trajectories": n, "successes": wins, "success_rate": wins / n if n else 0.0,
+            "ci95": [low, high], "pass_at_k": sum(passes) / len(passes) if passes else float("nan"),
+            "mean_steps": sum(r["mean_steps"] * r["samples"] for r in results) / n if n else 0.0,
+            "invalid_rate": sum(not s["action_valid"] for s in steps) / len(steps) if steps else 0.0,
+            "aborted": sum(r["aborted"] for r in results),
+            "mean_entropy": sum(entropies) / len(entropies) if entropies else float("nan"),
+            "action_entropy": entropy(action_function(s) for s in steps)}
+
+
+def action_function(step: dict) -> str:
+    """"Agent.click", "CalcTools.set_cell_value", … or "invalid": what the step chose to do."""
+    if not step["action_valid"] or not step["action"]:
+        return "invalid"
+    action = json.loads(step["action"])
+    return f"{action['api']}.{action['name']}"
+
+
+def summarize(results: list[dict], steps: list[dict], samples: int, skipped: dict[str, str]) -> dict:
+    by_domain, by_split, steps_of = defaultdict(list), defaultdict(list), defaultdict(list)
+    for s in steps:
+        steps_of[s["task_id"]].append(s)
+    for r in results:
+        by_domain[r["domain"]].append(r)
+        by_split["out-of-distribution" if r["ood"] else "in-distribution"].append(r)
+
+    def group(rs):
+        return aggregate(rs, [s for r in rs for s in steps_of[r["task_id"]]])
+
+    summary = {"samples": samples, "overall": aggregate(results, steps),
+               "domains": {d: group(rs) for d, rs in sorted(by_domain.items())},
+               "skipped": skipped}
+    if "out-of-distribution" in by_split:  # a suite built with --holdout-templates
+        summary["splits"] = {name: group(rs) for name, rs in sorted(by_split.items())}
+    return summary
+
+
+def _write(cfg: EvalConfig, items, playable, journal: Journal) -> dict:
+    import datasets
+
+    from computerrl.data.datasets_io import lineage, save_atomic
+
+    trajectories, steps_ds = step_dataset(journal, playable, cfg.samples, cfg.screenshots)
+    results = per_task(trajectories, playable, cfg.samples)
+    steps = steps_ds.remove_columns([c for c in ("screenshot",) if c in steps_ds.column_names]).to_list()
+    summary = summarize(results, steps, cfg.samples, {i.task_id: i.skip for i in items if i.skip})
+    card = lineage("eval", cfg, {"tasks": str(cfg.tasks), "envs": str(cfg.envs), "model": cfg.model})
+    save_atomic(steps_ds, cfg.out / "steps", lineage=card)
+    save_atomic(datasets.Dataset.from_list(results), cfg.out / "results", lineage=card)
+    plots(summary, steps, cfg.out)
+    tmp = cfg.out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2))
+    tmp.replace(cfg.out / "summary.json")  # written last: its presence marks a finished evaluation
+    return summary
+
+
+def table(summary: dict):
+    from rich.table import Table
+
+    k = summary["samples"]
+    t = Table(title=f"eval: success on {summary['overall']['tasks']} tasks ({k} sample{'s' * (k > 1)} each)")
+    for col in ("group", "tasks", "success", "95% CI", *([f"pass@{k}"] if k > 1 else []), "steps",
+                "invalid", "aborted", "entropy", "action H"):
+        t.add_column(col, justify="left" if col == "group" else "right")
+    groups = [(d, g) for d, g in summary["domains"].items()] + list(summary.get("splits", {}).items())
+    for name, g in groups + [("overall", summary["overall"])]:
+        t.add_row(f"[bold]{name}[/]" if name == "overall" else name, str(g["tasks"]), f"{g['success_rate']:.1%}",
+                  f"{g['ci95'][0]:.1%}–{g['ci95'][1]:.1%}", *([f"{g['pass_at_k']:.1%}"] if k > 1 else []),
+                  f"{g['mean_steps']:.1f}", f"{g['invalid_rate']:.1%}", str(g["aborted"]),
+                  f"{g['mean_entropy']:.2f}", f"{g['action_entropy']:.2f}")
+    t.caption = ("steps: mean per trajectory; invalid: share of invalid actions; entropy: mean token entropy "
+                 "(nats); action H: entropy of the action functions chosen")
+    if summary["skipped"]:
+        t.caption += f"\n{len(summary['skipped'])} tasks skipped (this build cannot run them; see summary.json)"
+    return t
+
+
+def plots(summary: dict, steps: list[dict], out: Path) -> None:
+    """success_by_domain.png (rates with 95% intervals) and actions.png (what the policy chose)."""
+    from collections import Counter
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(summary["domains"].items()) + list(summary.get("splits", {}).items()) + \
+        [("overall", summary["overall"])]
+    names = [n for n, _ in groups]
+    rates = [g["success_rate"] for _, g in groups]
+    errors = [[r - g["ci95"][0] for r, (_, g) in zip(rates, groups)], [g["ci95"][1] - r for r, (_, g) in zip(rates, groups)]]
+    fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(names)), 3.5))
+    ax.bar(names, rates, yerr=errors, capsize=4, color=["#4c72b0"] * (len(names) - 1) + ["#dd8452"])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("success rate (95% CI)")
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(out / "success_by_domain.png", dpi=100)
+    plt.close(fig)
+    counts = Counter(action_function(s) for s in steps).most_common(15)
+    fig, ax = plt.subplots(figsize=(6, 0.3 * len(counts) + 1.2))
+    ax.barh([c for c, _ in counts][::-1], [n for _, n in counts][::-1], color="#55a868")
+    ax.set_xlabel("steps")
+    ax.set_title("action functions chosen")
+    fig.tight_layout()
+    fig.savefig(out / "actions.png", dpi=100)
+    plt.close(fig)
