@@ -36,6 +36,11 @@ spawn-envs count=envs *args="":
 rollout tasks=(runs / "tasks/train") out=(runs / "rollout") *args="":
     {{venv}}/computerrl rollout --tasks {{tasks}} --envs {{runs}}/envs --out {{out}} {{args}}
 
+# Success per domain of a checkpoint on the held-out tasks (table, summary.json, plots); then `computerrl view OUT`.
+[group("stages")]
+eval model="embedded" tasks=(runs / "tasks/test") out=(runs / "eval") *args="":
+    {{venv}}/computerrl eval --model {{model}} --tasks {{tasks}} --envs {{runs}}/envs --out {{out}} {{args}}
+
 # Stop the env servers of a detached spawn-envs.
 [group("stages")]
 stop-envs:

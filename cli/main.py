@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from computerrl.cli import eval as eval_cli
-from computerrl.cli import rollout, spawn_envs, tasks
+from computerrl.cli import rollout, spawn_envs, tasks, view
 
 app = typer.Typer(
     name="computerrl",
@@ -26,6 +26,7 @@ def main() -> None:
 app.command("spawn-envs", help=spawn_envs.HELP)(spawn_envs.command)
 app.command("rollout", help=rollout.HELP)(rollout.command)
 app.command("eval", help=eval_cli.HELP)(eval_cli.command)
+app.command("view", help=view.HELP)(view.command)
 app.add_typer(tasks.app, name="tasks")
 
 if __name__ == "__main__":
