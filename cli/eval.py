@@ -30,6 +30,8 @@ def command(
     seed: Seed = 0,
     screenshots: Annotated[bool, typer.Option(help="Keep every step's screenshot (for `computerrl view`).")] = True,
     device: Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")] = "cpu",
+    llm_url: Annotated[str, typer.Option(help="For --engine openai: the server's base URL (comma-separate several "
+                                         "to spread requests), e.g. http://127.0.0.1:8000/v1.")] = "",
     overwrite: Annotated[bool, typer.Option(help="Evaluate again even if --out holds a finished evaluation.")] = False,
 ):
     options = dict(locals())

@@ -31,6 +31,8 @@ def command(
     seed: Seed = 0,
     screenshots: Annotated[bool, typer.Option(help="Store every step's screenshot in the dataset.")] = False,
     device: Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")] = "cpu",
+    llm_url: Annotated[str, typer.Option(help="For --engine openai: the server's base URL (comma-separate several "
+                                         "to spread requests), e.g. http://127.0.0.1:8000/v1.")] = "",
     overwrite: Annotated[bool, typer.Option(help="Replace a finished output instead of stopping.")] = False,
 ):
     options = dict(locals())

@@ -74,7 +74,7 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
                "action_valid": bool(info["action_valid"]), "exec_result": info.get("exec_result", ""),
                "success": False, "score": 0.0, "reward": 0.0, "done": False,
                "env_id": getattr(env, "env_id", ""), "policy_version": policy.version,
-               "engine": policy.engine_name, "error": ""}
+               "engine": decision.engine or policy.engine_name, "error": ""}
         if screenshots:
             row["screenshot"] = {"bytes": shown.get("screenshot") or None, "path": None}
         out.rows.append(row)

@@ -33,6 +33,7 @@ class Decision:
     response_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)  # per response token ([] = unknown)
     entropy: float = float("nan")  # mean token entropy of the answer (nan = unknown, e.g. the expert's)
+    engine: str = ""  # overrides the policy's engine_name in the row ("openai:no-token-ids")
 
 
 class ExpertPolicy:
@@ -75,7 +76,7 @@ class ModelPolicy:
         done: Future = Future()
         self._queue.put((messages, done))
         g = done.result()
-        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy)
+        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy, g.engine)
 
     def _serve(self) -> None:
         import time

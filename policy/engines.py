@@ -46,6 +46,7 @@ class Generation:
     logprobs: list[float]  # one per response token, at the sampling temperature ([] when unknown)
     finish: str  # "stop" (end of turn) or "length" (max_new_tokens reached)
     entropy: float = float("nan")  # mean entropy (nats) of the sampled distributions over the answer
+    engine: str = ""  # what the row's `engine` column says, when more than the engine's name (e.g. no token ids)
 
 
 class Engine(Protocol):

@@ -10,8 +10,15 @@ from computerrl.policy.prompt import BUDGETS, budgets_for
 
 
 def open_policy(model: str, *, engine: str = "transformers", temperature: float = 1.0, max_new_tokens: int = 96,
-                budgets: str = "", max_batch: int = 8, seed: int = 0, **engine_options) -> ModelPolicy:
+                budgets: str = "", max_batch: int = 8, seed: int = 0, device: str = "cpu",
+                llm_url: str = "") -> ModelPolicy:
+    """`device`: the transformers engine's torch device; `llm_url`: the openai engine's server(s),
+    comma-separated (its API key, if any, from $OPENAI_API_KEY)."""
+    import os
+
     folder = resolve(model)
     chosen = BUDGETS[budgets or budgets_for(parameter_count(folder))]
-    eng = make_engine(engine, folder, Sampling(temperature, max_new_tokens), **engine_options)
+    options = {"transformers": {"device": device}, "vllm": {},
+               "openai": {"llm_url": llm_url, "api_key": os.environ.get("OPENAI_API_KEY", "")}}.get(engine, {})
+    eng = make_engine(engine, folder, Sampling(temperature, max_new_tokens), **options)
     return ModelPolicy(eng, chosen, version=policy_version(folder), max_batch=max_batch, seed=seed)

@@ -48,12 +48,15 @@ class EvalConfig:
     seed: int = 0  # sampling seed
     screenshots: bool = True  # keep each step's screenshot (for `computerrl view`)
     device: str = "cpu"  # torch device of the transformers engine
+    llm_url: str = ""  # the openai engine's server(s), comma-separated base URLs (http://127.0.0.1:8000/v1)
     overwrite: bool = False  # evaluate again even if OUT holds a finished evaluation
 
     def __post_init__(self):
         self.tasks, self.envs, self.out = Path(self.tasks), Path(self.envs), Path(self.out)
         if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1:
             raise ValueError("--samples, --max-steps and --max-batch must be at least 1")
+        if self.engine == "openai" and not self.llm_url:
+            raise ValueError("--engine openai needs --llm-url (an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
         if self.samples > 1 and self.temperature == 0:
             raise ValueError("--samples > 1 needs --temperature > 0 (greedy decoding gives K identical samples)")
 
@@ -73,7 +76,7 @@ def run(cfg: EvalConfig, console=None) -> dict:
         summary = json.loads((cfg.out / "summary.json").read_text())
         console.print(table(summary))
         return summary
-    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("max_batch", "device", "overwrite")}
+    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("max_batch", "device", "llm_url", "overwrite")}
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
                                           key=key, console=console)
     if jobs:
@@ -81,7 +84,7 @@ def run(cfg: EvalConfig, console=None) -> dict:
 
         policy = open_policy(cfg.model, engine=cfg.engine, temperature=cfg.temperature,
                              max_new_tokens=cfg.max_new_tokens, budgets=cfg.budgets, max_batch=cfg.max_batch,
-                             seed=cfg.seed, device=cfg.device)
+                             seed=cfg.seed, device=cfg.device, llm_url=cfg.llm_url)
         play_on_envs(cfg.envs, policy, jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
                      n_tasks=len(playable), console=console, label="eval")
     summary = _write(cfg, items, playable, journal)

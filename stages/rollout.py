@@ -49,12 +49,15 @@ class RolloutConfig:
     seed: int = 0  # sampling seed
     screenshots: bool = False  # store each step's screenshot (Image column)
     device: str = "cpu"  # torch device of the transformers engine
+    llm_url: str = ""  # the openai engine's server(s), comma-separated base URLs (http://127.0.0.1:8000/v1)
     overwrite: bool = False  # replace a finished output (and an unrelated journal) instead of stopping
 
     def __post_init__(self):
         self.tasks, self.envs, self.out = Path(self.tasks), Path(self.envs), Path(self.out)
         if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1:
             raise ValueError("--samples, --max-steps and --max-batch must be at least 1")
+        if self.engine == "openai" and not self.llm_url:
+            raise ValueError("--engine openai needs --llm-url (an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
         if self.budgets:
             from computerrl.policy.prompt import BUDGETS
 
@@ -79,7 +82,7 @@ def run(cfg: RolloutConfig, console=None) -> dict:
 
         policy = open_policy(cfg.model, engine=cfg.engine, temperature=cfg.temperature,
                              max_new_tokens=cfg.max_new_tokens, budgets=cfg.budgets, max_batch=cfg.max_batch,
-                             seed=cfg.seed, device=cfg.device)
+                             seed=cfg.seed, device=cfg.device, llm_url=cfg.llm_url)
         play_on_envs(cfg.envs, policy, jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
                      iteration=cfg.iteration, n_tasks=len(playable), console=console)
     return _assemble(cfg, playable, items, journal, console)
@@ -106,4 +109,4 @@ def _assemble(cfg: RolloutConfig, playable: list[TaskItem], items: list[TaskItem
 
 def _key(cfg: RolloutConfig) -> dict:
     """What makes two runs the same run (a journal of another one is not resumed)."""
-    return {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("max_batch", "device", "overwrite")}
+    return {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("max_batch", "device", "llm_url", "overwrite")}

@@ -1,0 +1,171 @@
+"""Rollout benchmark: the embedded model acting in real desktops on this machine.
+
+    python -m computerrl.bench.bench_rollout                          # 1, 4 and 8 desktops (~15 min)
+    python -m computerrl.bench.bench_rollout --desktops 1,2 --steps 8   # quick look
+
+For each number of desktops n, three runs of about `--steps` steps each on generated Calc tasks
+(the file cache of a small suite, real env servers over gRPC):
+- rollout: the transformers engine behind the batcher (batch ≤ n) plays episodes through the
+  episode loop, as `computerrl rollout` does. Reports steps/s, generated tokens/s, and the share
+  of wall time the model spent generating and the desktops spent stepping (each ≤ 1; they add up
+  to more than 1 when the two overlap).
+- model only: generate calls of n chats (prompts from the rollout) back to back: steps/s.
+- env only: n desktops stepping a constant valid action, no model: steps/s.
+overlap = rollout steps/s ÷ min(model-only, env-only) steps/s: 1 means the slower side never
+waits on the faster one. Prints the figures, then one JSON line of results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from computerrl.apis.parser import format_answer
+from computerrl.envs.backends.local import LocalBackend
+from computerrl.envs.episode import play
+from computerrl.envs.pool import EnvPool, wait_healthy
+from computerrl.policy.agent import Decision
+
+
+class TimedEnv:
+    """A DesktopEnv that adds up the seconds its steps take."""
+
+    def __init__(self, env, clock: dict):
+        self.env, self.clock = env, clock
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def step(self, action):
+        t = time.monotonic()
+        try:
+            return self.env.step(action)
+        finally:
+            with self.clock["lock"]:
+                self.clock["env_s"] += time.monotonic() - t
+
+
+class ConstantPolicy:
+    """Env-only runs: always the same cheap valid action, no model."""
+
+    version = engine_name = "constant"
+
+    def act(self, instruction, observation, history) -> Decision:
+        return Decision([], format_answer("Agent.hotkey(['down'])"))
+
+
+def episodes(pool, policy, tasks, n: int, steps: int, clock: dict) -> tuple[int, float]:
+    """(steps played, wall seconds) of n workers playing tasks until `steps` steps are done."""
+    done = {"steps": 0}
+    lock = threading.Lock()
+
+    def worker(k: int) -> None:
+        i = k
+        while True:
+            with lock:
+                if done["steps"] >= steps:
+                    return
+            item = tasks[i % len(tasks)]
+            i += n
+            with pool.lease() as env:
+                t = play(TimedEnv(env, clock), policy, item.task, domain=item.domain)
+            with lock:
+                done["steps"] += len(t.rows)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return done["steps"], time.monotonic() - t0
+
+
+def main() -> None:
+    import datasets
+
+    from computerrl.data.datasets_io import save_atomic
+    from computerrl.data.schemas import TASK_FEATURES
+    from computerrl.data.suites.build import generate, task_rows, write_files
+    from computerrl.envs.tasks.task_set import load_task_set
+    from computerrl.policy.agent import ModelPolicy
+    from computerrl.policy.checkpoint import embedded_checkpoint
+    from computerrl.policy.engines import Sampling, make_engine
+    from computerrl.policy.prompt import BUDGETS
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--desktops", default="1,4,8", help="comma-separated desktop counts")
+    ap.add_argument("--steps", type=int, default=24, help="steps per measured run")
+    ap.add_argument("--max-steps", type=int, default=3, help="steps per episode")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    args = ap.parse_args()
+    counts = [int(c) for c in args.desktops.split(",")]
+    engine = make_engine("transformers", embedded_checkpoint(), Sampling(1.0, args.max_new_tokens))
+    results: dict = {"max_new_tokens": args.max_new_tokens}
+    with tempfile.TemporaryDirectory(prefix="bench-rollout-") as tmp:
+        root = Path(tmp)
+        train, _ = generate(16, 0, seed=0, templates=["calc_column_stat", "calc_sort_column", "calc_row_total"])
+        write_files(train, root / "files")
+        save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
+        tasks = load_task_set(root / "tasks")
+        backend = LocalBackend(root / "envs", server_args=("--cache", str(root / "files")))
+        handles = [backend.start(f"bench-{k}") for k in range(max(counts))]
+        try:
+            for h in handles:
+                problem = wait_healthy(EnvPool([h]).clients[h.env_id], 180)
+                if problem:
+                    raise SystemExit(f"{h.env_id} did not start: {problem}")
+            for n in counts:
+                pool = EnvPool(handles[:n], max_steps=args.max_steps)
+                clock = {"env_s": 0.0, "model_s": 0.0, "tokens": 0, "lock": threading.Lock()}
+                chats: list = []
+
+                def on_batch(size: int, seconds: float) -> None:
+                    clock["model_s"] += seconds
+
+                policy = ModelPolicy(engine, BUDGETS["small"], version="bench", max_batch=n, on_batch=on_batch)
+                act = policy.act
+
+                def recorded(instruction, observation, history, act=act):
+                    d = act(instruction, observation, history)
+                    with clock["lock"]:
+                        chats.append(d.messages)
+                        clock["tokens"] += len(d.response_ids)
+                    return d
+
+                policy.act = recorded
+                steps, wall = episodes(pool, policy, tasks, n, args.steps, clock)
+                policy.close(engine=False)
+                t0 = time.monotonic()
+                model_steps = 0
+                for k in range(0, min(len(chats), max(n, 2 * n)), n):  # two back-to-back batches of n
+                    engine.generate(chats[k:k + n], seed=k)
+                    model_steps += len(chats[k:k + n])
+                model_only = model_steps / (time.monotonic() - t0)
+                env_clock = {"env_s": 0.0, "lock": threading.Lock()}
+                env_steps, env_wall = episodes(pool, ConstantPolicy(), tasks, n, args.steps, env_clock)
+                env_only = env_steps / env_wall
+                measured = steps / wall
+                row = {"steps_per_s": round(measured, 3), "tokens_per_s": round(clock["tokens"] / wall, 1),
+                       "model_share": round(clock["model_s"] / wall, 2),
+                       "env_share": round(clock["env_s"] / n / wall, 2),
+                       "model_only_steps_per_s": round(model_only, 3), "env_only_steps_per_s": round(env_only, 3),
+                       "overlap": round(measured / min(model_only, env_only), 2)}
+                results[str(n)] = row
+                print(f"{n} desktops: {row['steps_per_s']} steps/s, {row['tokens_per_s']} tokens/s; wall time in "
+                      f"model {row['model_share']:.0%}, in desktops {row['env_share']:.0%}; model only "
+                      f"{model_only:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {row['overlap']}",
+                      flush=True)
+                pool.close()
+        finally:
+            for h in handles:
+                backend.stop(h)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
