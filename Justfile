@@ -56,6 +56,11 @@ demo count=envs: install
 bench-envs *args: install
     {{venv}}/python -m computerrl.bench.bench_envs {{args}}
 
+# Rollout benchmarks: embedded model in real desktops at 1/4/8 desktops, model vs desktop time, overlap (JSON last line).
+[group("bench")]
+bench-rollout *args: install
+    {{venv}}/python -m computerrl.bench.bench_rollout {{args}}
+
 # Task-suite benchmarks: generation time, replay steps/s, per-domain counts (JSON last line).
 [group("bench")]
 bench-tasks *args: install

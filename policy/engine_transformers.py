@@ -3,6 +3,12 @@
 Chats go through the checkpoint's own chat template, are left-padded into one batch and sampled
 with temperature only (no top-k / top-p, so the distribution is the one the trainer recomputes).
 Log-probabilities come from the raw logits `generate` returns, divided by the temperature.
+
+On a CPU, batching buys little (the prompt's forward pass is compute-bound) while the system
+prompt — setup, the API classes, the task — is most of every prompt and repeats over a
+trajectory's steps and a group's samples. So there the engine keeps the KV cache of recent system
+prompts and samples the chats that share one together, from its cached keys and values
+(`prefix_cache`).
 """
 
 from __future__ import annotations
@@ -12,19 +18,25 @@ from pathlib import Path
 from computerrl.policy.checkpoint import load_model, load_tokenizer
 from computerrl.policy.engines import ENGINES, Generation, Sampling
 
+PREFIXES_KEPT = 8  # system prompts whose KV cache is kept (about 60 MB each for SmolLM2 at 1,300 tokens)
+
 
 @ENGINES.register("transformers")
 class TransformersEngine:
     name = "transformers"
 
     def __init__(self, checkpoint: Path, sampling: Sampling, *, device: str = "cpu", dtype: str = "float32",
-                 model=None, tokenizer=None):
-        """`model` / `tokenizer`: already loaded ones (the trainer's), else loaded from `checkpoint`."""
+                 model=None, tokenizer=None, prefix_cache: bool | None = None):
+        """`model` / `tokenizer`: already loaded ones (the trainer's), else loaded from `checkpoint`;
+        `prefix_cache`: reuse system prompts' KV caches (default: on a CPU)."""
         self.sampling = sampling
         self.tokenizer = tokenizer or load_tokenizer(checkpoint)
         self.model = model if model is not None else load_model(checkpoint, device=device, dtype=dtype)
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
+        self.device = next(self.model.parameters()).device
+        self.prefix_cache = self.device.type == "cpu" if prefix_cache is None else prefix_cache
+        self._prefixes: dict[tuple, object] = {}  # system prompt tokens -> KV cache, least recently used first
 
     def chat_ids(self, chat: list[dict[str, str]]) -> list[int]:
         text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
@@ -35,23 +47,69 @@ class TransformersEngine:
 
     def generate(self, chats: list[list[dict[str, str]]], *, seed: int) -> list[Generation]:
         import torch
-        from transformers import GenerationConfig
 
         prompts = [self.chat_ids(c) for c in chats]
+        torch.manual_seed(seed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                if not self.prefix_cache:
+                    return self._sample(prompts)
+                # Chats that share a system prompt are sampled together from its cached keys and values.
+                groups: dict[tuple, list[int]] = {}
+                for k, (chat, prompt) in enumerate(zip(chats, prompts)):
+                    groups.setdefault(self._head(chat, prompt), []).append(k)
+                results: list = [None] * len(chats)
+                for head, members in groups.items():
+                    for k, g in zip(members, self._sample([prompts[k] for k in members], head)):
+                        results[k] = g
+                return results
+        finally:
+            self.model.train(was_training)
+
+    def _head(self, chat: list[dict[str, str]], prompt: list[int]) -> tuple:
+        """The tokens of the chat's system message when the prompt starts with them, else ()."""
+        head = self.tokenizer(self.tokenizer.apply_chat_template(chat[:1], tokenize=False),
+                              add_special_tokens=False).input_ids
+        ok = chat[0]["role"] == "system" and len(head) < len(prompt) and prompt[:len(head)] == head
+        return tuple(head) if ok else ()
+
+    def _prefix_cache(self, head: tuple, batch: int):
+        """A copy of the KV cache of `head` for `batch` rows (computed once, kept for later steps and samples)."""
+        import copy
+
+        import torch
+
+        if head not in self._prefixes:
+            self._prefixes[head] = self.model(input_ids=torch.tensor([head], device=self.device),
+                                              use_cache=True).past_key_values
+            while len(self._prefixes) > PREFIXES_KEPT:
+                self._prefixes.pop(next(iter(self._prefixes)))  # the least recently used
+        self._prefixes[head] = self._prefixes.pop(head)  # now the most recently used
+        cache = copy.deepcopy(self._prefixes[head])  # generate extends the cache it is given
+        if batch > 1:
+            cache.batch_repeat_interleave(batch)
+        return cache
+
+    def _sample(self, prompts: list[list[int]], head: tuple = ()) -> list[Generation]:
+        """Sample one answer per prompt in one generate call. The part after the shared `head` (if
+        any: its KV cache is reused) is left-padded, so padding sits between head and rest: the
+        attention mask hides it and positions are counted from the mask, as the model saw them."""
+        import torch
+        from transformers import GenerationConfig
+
         width = max(map(len, prompts))
-        device = next(self.model.parameters()).device
-        ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=device)
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+        h = len(head)
+        ids = torch.tensor([p[:h] + [self.pad_id] * (width - len(p)) + p[h:] for p in prompts], device=self.device)
+        mask = torch.tensor([[1] * h + [0] * (width - len(p)) + [1] * (len(p) - h) for p in prompts],
+                            device=self.device)
         s = self.sampling
         config = GenerationConfig(do_sample=s.temperature > 0, temperature=s.temperature or None, top_k=None,
                                   top_p=None, max_new_tokens=s.max_new_tokens, eos_token_id=self.eos_id,
                                   pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True)
-        torch.manual_seed(seed)
-        was_training = self.model.training
-        self.model.eval()
-        with torch.no_grad():
-            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-        self.model.train(was_training)
+        extra = {"past_key_values": self._prefix_cache(head, len(prompts))} if head else {}
+        out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **extra)
         new = out.sequences[:, width:]
         logp = torch.log_softmax(torch.stack(out.logits, dim=1).float() / s.logprob_temperature, dim=-1)
         token_logp = logp.gather(-1, new.unsqueeze(-1)).squeeze(-1)

@@ -75,6 +75,8 @@ def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
 
     chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["small"], engine.count_tokens) for v in (1, 22)]
     chats[1] = chats[1][:1] + [{"role": "user", "content": "Short one."}]  # very different prompt lengths
+    chats.append(chats[1][:1] + [{"role": "user", "content": "A longer one: " + "cell " * 40}])  # same system prompt
+    assert engine.prefix_cache  # on a CPU: chats 1 and 2 are sampled together from one cached system prompt
     gens = engine.generate(chats, seed=3)
     assert all(g.response_ids and len(g.logprobs) == len(g.response_ids) for g in gens)
     assert all(lp <= 0 for g in gens for lp in g.logprobs)
