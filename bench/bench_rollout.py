@@ -9,7 +9,8 @@ For each number of desktops n, three runs of about `--steps` steps each on gener
   episode loop, as `computerrl rollout` does. Reports steps/s, generated tokens/s, and the share
   of wall time the model spent generating and the desktops spent stepping (each ≤ 1; they add up
   to more than 1 when the two overlap).
-- model only: generate calls of n chats (prompts from the rollout) back to back: steps/s.
+- model only: the rollout's first chats again (at least 6), n per generate call, back to back,
+  from a cold prefix cache: steps/s.
 - env only: n desktops stepping a constant valid action, no model: steps/s.
 overlap = rollout steps/s ÷ min(model-only, env-only) steps/s: 1 means the slower side never
 waits on the faster one. Prints the figures, then one JSON line of results.
@@ -140,9 +141,10 @@ def main() -> None:
                 policy.act = recorded
                 steps, wall = episodes(pool, policy, tasks, n, args.steps, clock)
                 policy.close(engine=False)
+                engine.forget_prefixes()  # cold, as the rollout started: its prefixes are computed again
                 t0 = time.monotonic()
                 model_steps = 0
-                for k in range(0, min(len(chats), max(n, 2 * n)), n):  # two back-to-back batches of n
+                for k in range(0, min(len(chats), max(6, 2 * n)), n):  # the rollout's first chats, n at a time
                     engine.generate(chats[k:k + n], seed=k)
                     model_steps += len(chats[k:k + n])
                 model_only = model_steps / (time.monotonic() - t0)

@@ -125,5 +125,9 @@ class TransformersEngine:
                 entropy=entropy[b, :n].mean().item()))
         return results
 
+    def forget_prefixes(self) -> None:
+        """Drop the cached system prompts (a benchmark's model-only run starts cold, like a rollout)."""
+        self._prefixes.clear()
+
     def close(self) -> None:
         self.model = None
