@@ -71,3 +71,19 @@ STEP_FEATURES = datasets.Features({
 STEP_COLUMNS = list(STEP_FEATURES)
 SCREENSHOT = "screenshot"  # optional Image column of step datasets (rollout/eval --screenshots)
 STEP_WITH_SCREENSHOT_FEATURES = datasets.Features({**STEP_FEATURES, SCREENSHOT: datasets.Image()})
+
+# --- SFT dataset (filter-success output, sft input) -----------------------------------------
+SFT_FEATURES = datasets.Features({
+    "task_id": datasets.Value("string"),
+    "domain": datasets.Value("string"),
+    "trajectory": datasets.Value("string"),  # "<group_id>/<sample>": the trajectory the step came from
+    "step": datasets.Value("int32"),
+    "messages": [MESSAGE],  # the chat the model saw, then the assistant's answer (the trained tokens)
+    "policy_version": datasets.Value("string"),  # who answered (a checkpoint, or "expert")
+})
+SFT_COLUMNS = list(SFT_FEATURES)
+
+# --- training metrics (grpo / sft output, beside the checkpoint) -----------------------------
+# One row per optimizer step; a stage's own figures (loss, entropy, kl, clip fractions, reward, …)
+# are float columns named in the stage's docstring.
+METRICS_FILE = "metrics"  # the metrics dataset's folder inside a checkpoint folder

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from typing import Iterable
@@ -32,3 +33,11 @@ def entropy(labels: Iterable[str]) -> float:
     counts = Counter(labels)
     total = sum(counts.values())
     return 0.0 - sum(c / total * math.log(c / total) for c in counts.values()) if total else 0.0  # never -0.0
+
+
+def action_function(step: dict) -> str:
+    """"Agent.click", "CalcTools.set_cell_value", … or "invalid": what a step row chose to do."""
+    if not step["action_valid"] or not step["action"]:
+        return "invalid"
+    action = json.loads(step["action"])
+    return f"{action['api']}.{action['name']}"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from computerrl.policy.checkpoint import load_model, load_tokenizer
 from computerrl.policy.engines import ENGINES, Generation, Sampling
+from computerrl.policy.logprobs import chat_prompt_ids
 
 PREFIXES_KEPT = 8  # system prompts whose KV cache is kept (about 60 MB each for SmolLM2 at 1,300 tokens)
 
@@ -39,8 +40,7 @@ class TransformersEngine:
         self._prefixes: dict[tuple, object] = {}  # system prompt tokens -> KV cache, least recently used first
 
     def chat_ids(self, chat: list[dict[str, str]]) -> list[int]:
-        text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        return chat_prompt_ids(self.tokenizer, chat)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)

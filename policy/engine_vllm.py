@@ -14,6 +14,7 @@ from pathlib import Path
 
 from computerrl.policy.checkpoint import ADAPTER_CONFIG, base_of, load_tokenizer
 from computerrl.policy.engines import ENGINES, Generation, Sampling
+from computerrl.policy.logprobs import chat_prompt_ids
 
 
 @ENGINES.register("vllm")
@@ -41,8 +42,7 @@ class VLLMEngine:
         self.eos_id = self.tokenizer.eos_token_id
 
     def chat_ids(self, chat: list[dict[str, str]]) -> list[int]:
-        text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        return chat_prompt_ids(self.tokenizer, chat)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)

@@ -13,35 +13,82 @@ from __future__ import annotations
 from typing import Sequence
 
 
+def chat_prompt_ids(tokenizer, chat: Sequence[dict[str, str]]) -> list[int]:
+    """The tokens a model reads for `chat`, up to where its answer starts (the checkpoint's own template)."""
+    text = tokenizer.apply_chat_template(list(chat), add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False).input_ids
+
+
+def answer_ids(tokenizer, text: str) -> list[int]:
+    """The tokens of an answer as the engines sample it: its text, then the end-of-turn token."""
+    return tokenizer(text, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+
+
 def _decoder_and_head(model):
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: LoRA sits inside
     return base.get_decoder(), base.get_output_embeddings()
 
 
+def shared_prefix(sequences: Sequence[Sequence[int]], limit: int) -> int:
+    """Length of the longest token prefix all `sequences` share, at most `limit`."""
+    first, n = sequences[0], limit
+    for seq in sequences[1:]:
+        k = 0
+        while k < n and seq[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+MIN_SHARED = 32  # a shared prefix shorter than this is not worth a pass of its own
+
+
 def response_logprobs(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
-                      temperature: float = 1.0, *, pad_id: int = 0, with_entropy: bool = False):
+                      temperature: float = 1.0, *, pad_id: int = 0, with_entropy: bool = False,
+                      share_prefix: bool = True):
     """Per-token log softmax(logits / T)[token] of each response given its prompt.
 
     Returns a list of 1-D tensors (one per sequence, differentiable) and, with `with_entropy`,
     the per-token entropy of the same distributions (detached).
+
+    With `share_prefix`, the tokens every prompt of the batch starts with (the system prompt: the
+    API classes and notes are most of a prompt, and identical for every step of an app) go through
+    the decoder once; each row's rest attends to their keys and values, broadcast to the batch. In
+    backward the gradients of all rows flow into that one pass, so the result is the same, exactly,
+    at a fraction of the compute.
     """
     import torch
 
     decoder, head = _decoder_and_head(model)
     device = head.weight.device
-    lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
+    # The position predicting a row's first answer token must stay in the per-row part.
+    shared = shared_prefix(prompts, min(map(len, prompts)) - 1) if share_prefix and len(prompts) > 1 else 0
+    if shared < MIN_SHARED or getattr(decoder, "gradient_checkpointing", False):
+        shared = 0
+    lengths = [len(p) + len(r) - shared for p, r in zip(prompts, responses)]
     ids = torch.full((len(lengths), max(lengths)), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros_like(ids)
+    mask = torch.zeros((len(lengths), shared + max(lengths)), dtype=torch.long, device=device)
     rows, cols, targets = [], [], []
     for b, (p, r) in enumerate(zip(prompts, responses)):
-        ids[b, :lengths[b]] = torch.tensor(list(p) + list(r), dtype=torch.long)
-        mask[b, :lengths[b]] = 1
+        ids[b, :lengths[b]] = torch.tensor(list(p[shared:]) + list(r), dtype=torch.long)
+        mask[b, :shared + lengths[b]] = 1
         rows += [b] * len(r)
-        cols += range(len(p) - 1, len(p) + len(r) - 1)  # the position that predicts each answer token
+        cols += range(len(p) - 1 - shared, len(p) + len(r) - 1 - shared)  # the position that predicts each answer token
         targets += list(r)
-    hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    if shared:
+        prefix = decoder(input_ids=torch.tensor([list(prompts[0][:shared])], device=device), use_cache=True)
+        cache = prefix.past_key_values
+        cache.batch_repeat_interleave(len(prompts))
+        positions = torch.arange(shared, shared + ids.shape[1], device=device).expand(len(prompts), -1)
+        hidden = decoder(input_ids=ids, attention_mask=mask, past_key_values=cache, position_ids=positions,
+                         use_cache=True).last_hidden_state
+    else:
+        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
     picked = hidden[torch.tensor(rows, device=device), torch.tensor(cols, device=device)]
-    logp = torch.log_softmax(head(picked).float() / temperature, dim=-1)
+    logits = head(picked)
+    if logits.dtype in (torch.float16, torch.bfloat16):  # half-precision softmax loses the small log-probs
+        logits = logits.float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
     token_logp = logp.gather(-1, torch.tensor(targets, device=device).unsqueeze(-1)).squeeze(-1)
     sizes = [len(r) for r in responses]
     out = list(token_logp.split(sizes))

@@ -27,7 +27,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from computerrl.data.stats import entropy, pass_at_k, wilson
+from computerrl.data.stats import action_function, entropy, pass_at_k, wilson
 from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
 
 
@@ -129,14 +129,6 @@ def aggregate(results: list[dict], steps: list[dict]) -> dict:
             "aborted": sum(r["aborted"] for r in results),
             "mean_entropy": sum(entropies) / len(entropies) if entropies else float("nan"),
             "action_entropy": entropy(action_function(s) for s in steps)}
-
-
-def action_function(step: dict) -> str:
-    """"Agent.click", "CalcTools.set_cell_value", … or "invalid": what the step chose to do."""
-    if not step["action_valid"] or not step["action"]:
-        return "invalid"
-    action = json.loads(step["action"])
-    return f"{action['api']}.{action['name']}"
 
 
 def summarize(results: list[dict], steps: list[dict], samples: int, skipped: dict[str, str]) -> dict:

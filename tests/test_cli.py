@@ -14,14 +14,20 @@ import pytest
 from typer.testing import CliRunner
 
 from computerrl.cli import eval as eval_cli
+from computerrl.cli import filter_success as filter_success_cli
+from computerrl.cli import grpo as grpo_cli
 from computerrl.cli import rollout as rollout_cli
+from computerrl.cli import sft as sft_cli
 from computerrl.cli import spawn_envs as spawn_envs_cli
 from computerrl.cli.main import app
 from computerrl.stages import eval as eval_stage
-from computerrl.stages import rollout, spawn_envs
+from computerrl.stages import filter_success, grpo, rollout, sft, spawn_envs
 
 STAGES = {"spawn-envs": (spawn_envs_cli.command, spawn_envs.SpawnEnvsConfig),
           "rollout": (rollout_cli.command, rollout.RolloutConfig),
+          "grpo": (grpo_cli.command, grpo.GRPOConfig),
+          "filter-success": (filter_success_cli.command, filter_success.FilterSuccessConfig),
+          "sft": (sft_cli.command, sft.SFTConfig),
           "eval": (eval_cli.command, eval_stage.EvalConfig)}
 
 
@@ -42,7 +48,8 @@ def test_stage_help_exits_zero(name):
 def test_command_options_and_config_fields_never_drift_apart(name):
     command, config = STAGES[name]
     params = inspect.signature(command).parameters
-    fields = {f.name: f.default for f in dataclasses.fields(config)}
+    fields = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+              for f in dataclasses.fields(config)}
     assert list(params) == list(fields)
     for field, default in fields.items():
         assert params[field].default == default, field

@@ -1,0 +1,111 @@
+"""Step-level GRPO, written out against DESIGN.md's formula.
+
+For a task's G trajectories every step is one sample with reward r (1 when its trajectory
+succeeded and its action was valid). With R the rewards of all steps of the group:
+
+    A    = (r − mean(R)) / (std(R) + ε)                  a group with no spread is skipped
+    ρ    = exp(log πθ − log πold)                        per response token
+    L    = −min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A)·w + β·k3(πθ ‖ πref)
+    k3   = exp(log πref − log πθ) − (log πref − log πθ) − 1
+    loss = token-mean of L over every response token of the batch
+
+w is 1 when the trainer itself sampled the rows. When another engine did (vLLM, a server), its
+numbers differ from the trainer's by kernels and precision, so πold is recomputed by the trainer
+and w = min(πold_trainer / π_behaviour, cap) corrects for the mismatch (truncated importance
+sampling, as verl and TRL do).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from typing import Sequence
+
+
+def group_advantages(rewards: Sequence[float], groups: Sequence[str], eps: float = 1e-6) -> tuple[list[float], set[str]]:
+    """(advantage of every step, the groups skipped because all their rewards are equal).
+
+    std is the population standard deviation over the group's steps (all steps of its G trajectories)."""
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, g in enumerate(groups):
+        members[g].append(i)
+    advantages, skipped = [0.0] * len(rewards), set()
+    for g, idx in members.items():
+        values = [rewards[i] for i in idx]
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        if std == 0:  # no signal: every step would get A = 0
+            skipped.add(g)
+            continue
+        for i in idx:
+            advantages[i] = (rewards[i] - mean) / (std + eps)
+    return advantages, skipped
+
+
+@dataclasses.dataclass(frozen=True)
+class Clip:
+    low: float = 0.2  # ε_low: ρ below 1 − ε_low stops pushing a negative-advantage token down
+    high: float = 0.28  # ε_high (clip-higher, DAPO): more room for raising unlikely tokens
+    beta: float = 0.0  # KL weight; 0 = no reference model at all
+    tis_cap: float = 2.0  # cap of the truncated importance weight for rows of another engine
+
+
+def token_losses(logp, old_logp, advantages, clip: Clip, *, ref_logp=None, is_weight=None):
+    """Per-token GRPO loss and the per-token quantities logged beside it.
+
+    All arguments are 1-D tensors over the same response tokens (`advantages` repeated per token
+    of its step); `ref_logp` is needed when clip.beta > 0; `is_weight` is w above (None = 1).
+    Returns (loss per token, {"ratio", "clipped_low", "clipped_high", "kl"} per token, detached)."""
+    import torch
+
+    ratio = torch.exp(logp - old_logp)
+    surrogate = ratio * advantages
+    clipped = torch.clamp(ratio, 1 - clip.low, 1 + clip.high) * advantages
+    loss = -torch.minimum(surrogate, clipped)
+    if is_weight is not None:
+        loss = loss * is_weight
+    kl = torch.zeros_like(logp)
+    if clip.beta:
+        # k3: unbiased, always ≥ 0, low variance (Schulman's "approximating KL divergence").
+        delta = ref_logp - logp
+        kl = torch.exp(delta) - delta - 1
+        loss = loss + clip.beta * kl
+    # Where the clip is active, the gradient is zero: count those tokens on each side.
+    stats = {"ratio": ratio.detach(), "kl": kl.detach(),
+             "clipped_low": ((ratio < 1 - clip.low) & (advantages < 0)).detach(),
+             "clipped_high": ((ratio > 1 + clip.high) & (advantages > 0)).detach()}
+    return loss, stats
+
+
+def truncated_is_weight(trainer_old_logp, behavior_logp, cap: float):
+    """w = min(exp(log πold_trainer − log π_behaviour), cap), per token, no gradient."""
+    import torch
+
+    return torch.clamp(torch.exp(trainer_old_logp - behavior_logp), max=cap).detach()
+
+
+def rows_loss(model, prompts, answers, advantages, old, clip: Clip, *, temperature: float = 1.0, pad_id: int = 0,
+              ref=None, weight=None):
+    """(sum of the per-token losses, summed logs) of some steps: the stage's loss on one micro-batch.
+
+    `prompts`/`answers`: token ids per step; `advantages`: one float per step; `old`, `ref`,
+    `weight`: one 1-D tensor per step (ref/weight lists may be None, an entry of weight None = 1).
+    The caller divides by the response tokens of the whole optimizer step (token-mean)."""
+    import torch
+
+    from computerrl.policy.logprobs import response_logprobs
+
+    logp, entropy = response_logprobs(model, prompts, answers, temperature, pad_id=pad_id, with_entropy=True)
+    logp = torch.cat(logp)
+    like = {"device": logp.device, "dtype": logp.dtype}
+    adv = torch.cat([torch.full((len(a),), float(x), **like) for a, x in zip(answers, advantages)])
+    w = None
+    if weight is not None:
+        w = torch.cat([x.to(**like) if x is not None else torch.ones(len(a), **like) for a, x in zip(answers, weight)])
+    loss, stats = token_losses(logp, torch.cat(list(old)).to(**like), adv, clip,
+                               ref_logp=torch.cat(list(ref)).to(**like) if ref is not None else None, is_weight=w)
+    total = loss.sum()
+    return total, {"loss": total.item(), "entropy": torch.cat(entropy).sum().item(), "kl": stats["kl"].sum().item(),
+                   "ratio": stats["ratio"].sum().item(), "clip_low": stats["clipped_low"].sum().item(),
+                   "clip_high": stats["clipped_high"].sum().item()}

@@ -1,0 +1,278 @@
+"""What `grpo` and `sft` share: the model to train (full or LoRA), micro-batches grouped by length,
+an optimizer step over many micro-batches (token-mean across all of them), resumable state, and
+the checkpoint a stage writes.
+
+accelerate carries the same loop from this CPU to many GPUs and nodes (`accelerate launch
+--config_file configs/accelerate/<ddp|fsdp|zero2|zero3>.yaml -m computerrl.cli.main grpo …`): every
+process takes its share of the micro-batches, gradients are averaged, and only the main process
+writes checkpoints, state and metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import random
+import shutil
+import uuid
+from pathlib import Path
+from typing import Callable, Sequence
+
+from computerrl.policy.checkpoint import ADAPTER_CONFIG, base_of, load_model, load_tokenizer, resolve, write_lineage
+
+STATE = "trainer_state.json"
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Options every training stage has (the stages' configs extend it)."""
+    model: str = "embedded"  # checkpoint to train: a folder (full or LoRA adapter), or "embedded"
+    out: Path = Path("runs/train")  # the new checkpoint folder
+    lr: float = 1e-5  # AdamW learning rate (constant after warm-up)
+    warmup: int = 0  # optimizer steps of linear warm-up
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0  # gradient clipping (0 = none)
+    micro_batch_tokens: int = 8192  # padded tokens per forward pass (rows of alike length are grouped)
+    lora_rank: int = 0  # 0 = full fine-tuning; > 0 trains a LoRA adapter of this rank (an adapter model keeps training its own)
+    lora_alpha: int = 32
+    train_layers: int = 0  # 0 = every layer; N > 0 trains only the top N decoder layers and the final norm (backward
+    # stops there: about 3x cheaper, how the CPU demo fine-tunes; with LoRA, adapters go on those layers only)
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
+    device: str = ""  # "" = accelerate's choice (the GPU when there is one)
+    dtype: str = "float32"  # weights' dtype (bfloat16 on GPUs)
+    save_every: int = 1  # optimizer steps between resumable states (a killed run loses at most this many)
+    seed: int = 0
+    overwrite: bool = False  # train again even if OUT holds a finished checkpoint
+
+    def __post_init__(self):
+        self.out = Path(self.out)
+        if self.lr <= 0 or self.micro_batch_tokens < 16 or self.save_every < 1:
+            raise ValueError("--lr must be > 0, --micro-batch-tokens >= 16 and --save-every >= 1")
+        if self.lora_rank < 0 or self.train_layers < 0:
+            raise ValueError("--lora-rank and --train-layers must be >= 0 (0 = full fine-tuning, every layer)")
+
+    @property
+    def state_dir(self) -> Path:
+        return self.out.with_name(f".{self.out.name}.state")
+
+
+def micro_batches(lengths: Sequence[int], max_tokens: int, seed: int) -> list[list[int]]:
+    """Row indices in micro-batches of rows of alike length (sorted, then packed while
+    rows × longest ≤ max_tokens; a row longer than that goes alone), in a seeded random order."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches, current = [], []
+    for i in order:
+        if current and (len(current) + 1) * lengths[i] > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    random.Random(seed).shuffle(batches)
+    return batches
+
+
+class Trainer:
+    """One model under training. `step(micro, loss_fn)` is one optimizer step; the loss function
+    returns (sum of per-token losses, logs) for one micro-batch and the trainer divides by the
+    tokens of the whole step, so every token weighs the same however the rows were batched."""
+
+    def __init__(self, cfg: TrainConfig, key: dict):
+        import torch
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+
+        self.cfg, self.key = cfg, key
+        self.accelerator = Accelerator(cpu=cfg.device == "cpu")
+        set_seed(cfg.seed)
+        self.state = {"key": key, "updates": 0, "log": []}  # log: one dict per optimizer step
+        source = resolve(cfg.model)
+        saved = cfg.state_dir / "checkpoint"
+        if self._resumable():
+            self.state = json.loads((cfg.state_dir / STATE).read_text())
+            source = saved
+        self.source = source
+        self.tokenizer = load_tokenizer(source)
+        self.base = base_of(resolve(cfg.model)).resolve()  # what a LoRA adapter of this run sits on
+        model = load_model(source, dtype=cfg.dtype, trainable=True)
+        top = _top_layers(model, cfg.train_layers)
+        if cfg.lora_rank and not (Path(source) / ADAPTER_CONFIG).exists():
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
+                                                     target_modules="all-linear", task_type="CAUSAL_LM",
+                                                     layers_to_transform=top or None))
+        elif top:
+            _freeze_all_but(model, top)
+        if cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.config.use_cache = False
+            if cfg.lora_rank:
+                model.enable_input_require_grads()
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        warmup = max(1, cfg.warmup)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
+        self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
+        if (saved / "optimizer.pt").exists() and source == saved:
+            opt = torch.load(saved / "optimizer.pt", weights_only=False)
+            self.optimizer.load_state_dict(opt["optimizer"])
+            self.scheduler.load_state_dict(opt["scheduler"])
+            torch.set_rng_state(opt["rng"])
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    @property
+    def updates(self) -> int:
+        return self.state["updates"]
+
+    @property
+    def device(self):
+        return self.accelerator.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    def _resumable(self) -> bool:
+        path = self.cfg.state_dir / STATE
+        return path.exists() and json.loads(path.read_text()).get("key") == self.key
+
+    def my_share(self, micro: list[list[int]]) -> list[list[int]]:
+        """This process's micro-batches of one optimizer step (all of them on one process)."""
+        n, k = self.accelerator.num_processes, self.accelerator.process_index
+        return micro[k::n]
+
+    def step(self, micro: list[list[int]], n_tokens: int, loss_fn: Callable[[list[int]], tuple]) -> dict:
+        """One optimizer step over `micro` (row-index lists; this process runs its share).
+
+        `n_tokens`: response tokens of the whole step, over all processes; `loss_fn(rows)` returns
+        (sum of the per-token losses of those rows, {name: summed value}) — the summed logs are
+        added up over micro-batches and divided by n_tokens as well."""
+        import torch
+
+        mine = self.my_share(micro)
+        sums: dict[str, float] = {}
+        scale = self.accelerator.num_processes / n_tokens  # gradients are averaged over processes
+        self.model.train()
+        for k, rows in enumerate(mine):
+            last = k == len(mine) - 1
+            with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model):
+                loss_sum, logs = loss_fn(rows)
+                self.accelerator.backward(loss_sum * scale)
+            for name, value in logs.items():
+                sums[name] = sums.get(name, 0.0) + float(value)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm or float("inf"))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        totals = self._gather(sums)
+        logs = {name: value / n_tokens for name, value in totals.items()}
+        logs.update(grad_norm=float(norm), lr=self.scheduler.get_last_lr()[0], tokens=n_tokens)
+        return logs
+
+    def _gather(self, sums: dict[str, float]) -> dict[str, float]:
+        if self.accelerator.num_processes == 1:
+            return sums
+        import torch
+
+        names = sorted(sums)
+        local = torch.tensor([sums[n] for n in names], device=self.device, dtype=torch.float64)
+        return dict(zip(names, self.accelerator.reduce(local, reduction="sum").tolist()))
+
+    def unwrapped(self):
+        return self.accelerator.unwrap_model(self.model)
+
+    def record(self, logs: dict) -> None:
+        """Count an optimizer step as done and keep its logs; save a resumable state every save_every."""
+        self.state["updates"] += 1
+        self.state["log"].append(logs)
+        if self.updates % self.cfg.save_every == 0:
+            self.save_state()
+
+    def save_state(self) -> None:
+        """Model, optimizer, scheduler, RNG and logs so far, replaced atomically."""
+        import torch
+
+        self.accelerator.wait_for_everyone()
+        if not self.is_main:
+            return
+        tmp = self.cfg.state_dir.with_name(f"{self.cfg.state_dir.name}.tmp-{uuid.uuid4().hex[:8]}")
+        self._save_model(tmp / "checkpoint")
+        torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                    "rng": torch.get_rng_state()}, tmp / "checkpoint" / "optimizer.pt")
+        (tmp / STATE).write_text(json.dumps(self.state, default=float))
+        _replace(tmp, self.cfg.state_dir)
+
+    def _save_model(self, folder: Path) -> None:
+        model = self.unwrapped()
+        if hasattr(model, "peft_config"):  # the adapter alone, pointing at its base as a local folder
+            for config in model.peft_config.values():
+                config.base_model_name_or_path = str(self.base)
+        model.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+
+    def save_final(self, lineage: dict, summary: dict) -> Path:
+        """The trained checkpoint at OUT, atomically, with lineage.json, summary.json and the metrics
+        dataset (OUT/metrics, one row per optimizer step); the resumable state goes."""
+        self.accelerator.wait_for_everyone()
+        if self.is_main:
+            import datasets
+
+            from computerrl.data.schemas import METRICS_FILE
+
+            tmp = self.cfg.out.with_name(f".{self.cfg.out.name}.tmp-{uuid.uuid4().hex[:8]}")
+            self._save_model(tmp)
+            write_lineage(tmp, lineage)
+            (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+            datasets.Dataset.from_list(self.state["log"]).save_to_disk(str(tmp / METRICS_FILE))
+            _replace(tmp, self.cfg.out)
+            shutil.rmtree(self.cfg.state_dir, ignore_errors=True)
+        return self.cfg.out
+
+
+def new_version(stage: str, out: Path) -> str:
+    """A policy_version no other checkpoint has: the stage, the output's name and a random tag."""
+    return f"{stage}:{Path(out).name}:{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def progress(console, label: str, total: int, done: int):
+    """A rich progress bar over optimizer steps; yields advance(text) to call after each step."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
+                  transient=False) as bar:
+        task = bar.add_task(label, total=total, completed=done, info="")
+        yield lambda info="": bar.update(task, advance=1, info=info)
+
+
+def _top_layers(model, n: int) -> list[int]:
+    """Indices of the top n decoder layers ([] = all)."""
+    if not n:
+        return []
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    total = len(base.get_decoder().layers)
+    return list(range(max(0, total - n), total))
+
+
+def _freeze_all_but(model, layers: list[int]) -> None:
+    """Only these decoder layers and the final norm train (tied embeddings and the head stay: training
+    them would need the gradient all the way down)."""
+    decoder = model.get_decoder()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for i in layers:
+        decoder.layers[i].requires_grad_(True)
+    if getattr(decoder, "norm", None) is not None:
+        decoder.norm.requires_grad_(True)
+
+
+def _replace(tmp: Path, dest: Path) -> None:
+    old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
+    if dest.exists():
+        os.rename(dest, old)
+    os.rename(tmp, dest)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,225 @@
+"""`computerrl grpo`: one step-level GRPO update of the policy from a batch of rollouts.
+
+The loss is DESIGN.md's, written out in `policy/grpo_loss.py`. How this stage departs from the
+textbook (trajectory-level) GRPO:
+1. Every step is a sample: its reward is its trajectory's outcome gated by its own action's
+   validity, normalised over all steps of the task's G trajectories (the ComputerRL form).
+2. Groups whose steps all earned the same reward are skipped (A = 0 everywhere), and counted;
+   aborted trajectories (a desktop was lost) are left out entirely: they say nothing of the policy.
+3. πold is the sampler's own log-probabilities when the trainer's engine sampled the rows. Rows
+   of another engine (vLLM, a server) get πold recomputed by the trainer before the first epoch,
+   and a truncated importance weight min(πold/πsampler, cap) per token (as verl and TRL).
+4. Several epochs over the one batch (`--epochs`), each in `--updates-per-epoch` optimizer steps;
+   the loss is the token-mean over the step's response tokens; logits only at response positions.
+
+Reads:  --rollouts, one or more step datasets (schemas.STEP_FEATURES); --model, the policy that
+        sampled them (normally); --ref, the KL reference (when --beta > 0).
+Writes: --out, the updated checkpoint (full, or a LoRA adapter that rollout loads) with
+        lineage.json, summary.json and OUT/metrics: per optimizer step loss, entropy, kl,
+        clip_low, clip_high, ratio, grad_norm, lr, tokens, and the batch's mean_reward,
+        skipped_groups, groups, distinct_actions (mean distinct actions per group).
+
+    computerrl grpo --rollouts runs/rollout-0 --out runs/policy-1
+    accelerate launch --config_file configs/accelerate/zero2.yaml -m computerrl.cli.main grpo \\
+        --rollouts runs/rollout-7 --model runs/policy-7 --ref runs/sft-bc --beta 0.001 --lr 1e-6 \\
+        --dtype bfloat16 --gradient-checkpointing --out runs/policy-8
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from computerrl.policy.trainer import TrainConfig
+
+OWN_ENGINE = "transformers"  # rows it sampled carry the trainer's own numbers as πold
+
+
+@dataclasses.dataclass
+class GRPOConfig(TrainConfig):
+    rollouts: list[Path] = dataclasses.field(default_factory=list)  # step datasets of one RL iteration
+    out: Path = Path("runs/policy")
+    ref: str = ""  # KL reference checkpoint ("" = --model); loaded only when beta > 0
+    beta: float = 0.0  # KL weight (k3 estimator); 0 = no reference model
+    eps_low: float = 0.2  # ratio clip below 1
+    eps_high: float = 0.28  # ratio clip above 1 (clip-higher)
+    epochs: int = 2  # optimisation passes over the batch
+    updates_per_epoch: int = 1  # optimizer steps per pass
+    temperature: float = 0.0  # the rows' sampling temperature (0 = read from the rollouts' lineage)
+    tis: bool = True  # truncated importance sampling for rows of another engine
+    tis_cap: float = 2.0  # its cap
+    lr: float = 1e-5
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.rollouts = [Path(p) for p in self.rollouts]
+        if not self.rollouts:
+            raise ValueError("give at least one step dataset with --rollouts")
+        if self.epochs < 1 or self.updates_per_epoch < 1:
+            raise ValueError("--epochs and --updates-per-epoch must be at least 1")
+        if not (0 <= self.eps_low < 1 and self.eps_high >= 0 and self.beta >= 0 and self.tis_cap >= 1):
+            raise ValueError("need 0 <= --eps-low < 1, --eps-high >= 0, --beta >= 0, --tis-cap >= 1")
+
+
+def load_rows(paths: list[Path]) -> list[dict]:
+    """The rows GRPO reads, from every step dataset (screenshots left on disk)."""
+    from computerrl.data.datasets_io import load
+    from computerrl.data.schemas import check_columns
+
+    cols = ["task_id", "group_id", "sample", "prompt_ids", "response_ids", "behavior_logprobs", "reward",
+            "action", "action_valid", "engine", "error"]
+    rows = []
+    for path in paths:
+        ds = load(path)
+        check_columns(ds, cols, f"step dataset {path}")
+        rows += ds.select_columns(cols).to_list()
+    return rows
+
+
+def sampling_temperature(paths: list[Path]) -> float:
+    """The temperature the rollouts sampled at, from their lineage (they must agree)."""
+    from computerrl.data.datasets_io import LINEAGE_FILE
+
+    temps = set()
+    for p in paths:
+        card = json.loads((p / LINEAGE_FILE).read_text()) if (p / LINEAGE_FILE).exists() else {}
+        temps.add(float(card.get("options", {}).get("temperature", 1.0)) or 1.0)
+    if len(temps) > 1:
+        raise ValueError(f"the rollouts were sampled at different temperatures {sorted(temps)}; pass --temperature")
+    return temps.pop()
+
+
+def batch_figures(rows: list[dict], skipped: set[str]) -> dict:
+    """What the batch says of the policy: reward, groups with no signal, how varied the actions were."""
+    from computerrl.data.stats import action_function
+
+    actions = defaultdict(set)
+    for r in rows:
+        actions[r["group_id"]].add(r["action"] if r["action_valid"] else "invalid")
+    groups = len(actions)
+    return {"mean_reward": sum(r["reward"] for r in rows) / len(rows), "groups": groups,
+            "skipped_groups": len(skipped), "skipped_fraction": len(skipped) / groups,
+            "distinct_actions": sum(map(len, actions.values())) / groups,
+            "action_functions": len({action_function(r) for r in rows})}
+
+
+def run(cfg: GRPOConfig, console=None) -> dict:
+    import torch
+    from rich.console import Console
+
+    from computerrl.data.datasets_io import lineage
+    from computerrl.policy.checkpoint import load_model, policy_version, resolve
+    from computerrl.policy.grpo_loss import Clip, group_advantages, rows_loss
+    from computerrl.policy.trainer import Trainer, micro_batches, new_version, progress
+
+    console = console or Console(soft_wrap=True)
+    if cfg.out.exists() and not cfg.state_dir.exists() and not cfg.overwrite:
+        console.print(f"{cfg.out} is already trained (--overwrite trains again)")
+        return json.loads((cfg.out / "summary.json").read_text())
+    all_rows = load_rows(cfg.rollouts)
+    played = [r for r in all_rows if not r["error"]]  # aborted trajectories say nothing of the policy
+    if not played:
+        raise ValueError(f"no trajectory in {', '.join(map(str, cfg.rollouts))} was played to its end")
+    advantages, skipped = group_advantages([r["reward"] for r in played], [r["group_id"] for r in played])
+    rows = [dict(r, advantage=a) for r, a in zip(played, advantages) if r["group_id"] not in skipped]
+    untrainable = [r for r in rows if not r["response_ids"] or not r["prompt_ids"]]
+    rows = [r for r in rows if r["response_ids"] and r["prompt_ids"]]
+    figures = batch_figures(played, skipped)
+    figures.update(aborted_rows=len(all_rows) - len(played), rows_without_token_ids=len(untrainable), rows=len(rows))
+    temperature = cfg.temperature or sampling_temperature(cfg.rollouts)
+    clip = Clip(cfg.eps_low, cfg.eps_high, cfg.beta, cfg.tis_cap)
+    console.print(f"grpo: {len(played)} steps of {figures['groups']} groups, mean reward {figures['mean_reward']:.3f}; "
+                  f"{len(skipped)} groups without spread skipped; {len(rows)} steps to train on"
+                  + (f"; {len(untrainable)} rows without token ids (a server that gave none) left out" if untrainable else ""))
+    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "overwrite", "save_every")}
+    trainer = Trainer(cfg, key)
+    if rows:
+        prompts = [r["prompt_ids"] for r in rows]
+        answers = [r["response_ids"] for r in rows]
+        fixed = trainer.state.setdefault("fixed", {})  # πold and πref per token, taken before the first update
+        if "old" not in fixed:
+            fixed.update(_fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature, load_model, resolve))
+            trainer.save_state()
+        old = [torch.tensor(x) for x in fixed["old"]]
+        weight = [torch.tensor(x) if x is not None else None for x in fixed["weight"]]
+        ref = [torch.tensor(x) for x in fixed["ref"]] if cfg.beta else None
+
+        def loss_fn(batch: list[int]):
+            return rows_loss(trainer.model, [prompts[i] for i in batch], [answers[i] for i in batch],
+                             [rows[i]["advantage"] for i in batch], [old[i] for i in batch], clip,
+                             temperature=temperature, pad_id=trainer.pad_id, ref=[ref[i] for i in batch] if ref else None,
+                             weight=[weight[i] for i in batch])
+
+        lengths = [len(p) + len(a) for p, a in zip(prompts, answers)]
+        total = cfg.epochs * cfg.updates_per_epoch
+        with progress(console, f"grpo {cfg.out.name}", total, trainer.updates) as advance:
+            for epoch in range(cfg.epochs):
+                micro = micro_batches(lengths, cfg.micro_batch_tokens, cfg.seed * 7919 + epoch)
+                for u in range(cfg.updates_per_epoch):
+                    if epoch * cfg.updates_per_epoch + u < trainer.updates:
+                        continue  # done before the run was interrupted
+                    part = micro[u::cfg.updates_per_epoch]
+                    logs = trainer.step(part, sum(len(answers[i]) for m in part for i in m), loss_fn)
+                    logs.update(figures, epoch=epoch)
+                    trainer.record(logs)
+                    advance(f"loss {logs['loss']:+.4f} entropy {logs['entropy']:.2f} clip "
+                            f"{logs['clip_low']:.2f}/{logs['clip_high']:.2f}")
+    else:
+        console.print("[yellow]no step carries a learning signal: the checkpoint is written unchanged[/]")
+        trainer.record(dict(figures, loss=0.0, entropy=float("nan"), kl=0.0, ratio=1.0, clip_low=0.0, clip_high=0.0,
+                            grad_norm=0.0, lr=cfg.lr, tokens=0, epoch=0))
+    summary = dict(figures, updates=trainer.updates, temperature=temperature,
+                   last={k: v for k, v in trainer.state["log"][-1].items() if k not in figures})
+    card = lineage("grpo", cfg, {"rollouts": [str(p) for p in cfg.rollouts], "model": cfg.model, "ref": cfg.ref})
+    card.update(policy_version=new_version("grpo", cfg.out), parent=policy_version(resolve(cfg.model)))
+    trainer.state.pop("fixed", None)
+    out = trainer.save_final(card, summary)
+    console.print(f"wrote {out}: {trainer.updates} optimizer steps on {len(rows)} steps")
+    return summary
+
+
+def _fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature, load_model, resolve) -> dict:
+    """πold per token (the sampler's numbers, or the trainer's for rows of another engine, with the
+    truncated importance weight) and πref per token when beta > 0, as lists (saved for a resume)."""
+    import torch
+
+    from computerrl.policy.grpo_loss import truncated_is_weight
+    from computerrl.policy.logprobs import response_logprobs
+    from computerrl.policy.trainer import micro_batches
+
+    def trainer_logprobs(model, idx):
+        out, was_training = {}, model.training
+        model.eval()
+        with torch.no_grad():
+            for batch in micro_batches([len(prompts[i]) + len(answers[i]) for i in idx], cfg.micro_batch_tokens, 0):
+                rows_ = [idx[j] for j in batch]
+                logp = response_logprobs(model, [prompts[i] for i in rows_], [answers[i] for i in rows_], temperature,
+                                         pad_id=trainer.pad_id)
+                out.update({i: lp.float().cpu().tolist() for i, lp in zip(rows_, logp)})
+        model.train(was_training)
+        return out
+
+    foreign = [i for i, r in enumerate(rows)
+               if r["engine"] != OWN_ENGINE or len(r["behavior_logprobs"]) != len(r["response_ids"])]
+    recomputed = trainer_logprobs(trainer.model, foreign) if foreign else {}
+    old, weight = [], []
+    for i, r in enumerate(rows):
+        behavior = r["behavior_logprobs"]
+        if i not in recomputed:
+            old.append(list(behavior))
+            weight.append(None)
+            continue
+        old.append(recomputed[i])
+        known = cfg.tis and len(behavior) == len(r["response_ids"])
+        weight.append(truncated_is_weight(torch.tensor(recomputed[i]), torch.tensor(behavior), cfg.tis_cap).tolist()
+                      if known else None)
+    fixed = {"old": old, "weight": weight}
+    if cfg.beta:
+        ref_model = load_model(resolve(cfg.ref or cfg.model), device=str(trainer.device), dtype=cfg.dtype)
+        ref_model.eval()
+        by_row = trainer_logprobs(ref_model, list(range(len(rows))))
+        fixed["ref"] = [by_row[i] for i in range(len(rows))]
+        del ref_model
+    return fixed

@@ -1,0 +1,121 @@
+"""`computerrl sft`: supervised fine-tuning on chat rows — behaviour cloning on expert replays, and
+the Entropulse phase on the policy's own successes (`filter-success`).
+
+Each row is a chat whose last message is the assistant's answer; the loss is the negative
+log-likelihood of that answer's tokens (and its end-of-turn token) only, averaged over every
+answer token of an optimizer step. Earlier assistant turns are part of the prompt: they are the
+collapsed history the policy is shown, cut to its budget, not something to imitate. Step datasets
+(`tasks build`'s expert replays, rollouts) are read as chats too: their `messages` + `response`.
+
+Reads:  --data, one or more SFT datasets (filter-success) or step datasets; --model.
+Writes: --out, a checkpoint (full model + tokenizer, or a LoRA adapter) with lineage.json, and
+        OUT/metrics (one row per optimizer step: loss, entropy, grad_norm, lr, tokens, epoch).
+
+    computerrl sft --data runs/tasks/expert --epochs 1 --out runs/sft-bc
+    accelerate launch --config_file configs/accelerate/fsdp.yaml -m computerrl.cli.main sft \\
+        --data runs/successes --model runs/rl1/policy-9 --lr 1e-5 --dtype bfloat16 --out runs/entropulse
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from pathlib import Path
+
+from computerrl.policy.trainer import TrainConfig
+
+
+@dataclasses.dataclass
+class SFTConfig(TrainConfig):
+    data: list[Path] = dataclasses.field(default_factory=list)  # SFT or step datasets
+    out: Path = Path("runs/sft")
+    epochs: int = 2  # passes over the data
+    batch_rows: int = 16  # rows per optimizer step
+    lr: float = 5e-5
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.data = [Path(p) for p in self.data]
+        if not self.data:
+            raise ValueError("give at least one dataset with --data")
+        if self.epochs < 1 or self.batch_rows < 1:
+            raise ValueError("--epochs and --batch-rows must be at least 1")
+
+
+def chats(paths: list[Path]) -> list[list[dict[str, str]]]:
+    """Every row of the datasets as a chat ending in the assistant's answer."""
+    from computerrl.data.datasets_io import load
+    from computerrl.data.schemas import check_columns
+
+    out = []
+    for path in paths:
+        ds = load(path)
+        check_columns(ds, ["messages"], f"SFT data {path}")
+        with_response = "response" in ds.column_names
+        for row in ds.select_columns(["messages", *(["response"] if with_response else [])]):
+            chat = list(row["messages"])
+            if chat and chat[-1]["role"] != "assistant":
+                if not with_response:
+                    raise ValueError(f"{path}: a row's messages end with {chat[-1]['role']!r} and it has no "
+                                     "'response' column: nothing to train on")
+                chat.append({"role": "assistant", "content": row["response"]})
+            out.append(chat)
+    return out
+
+
+def run(cfg: SFTConfig, console=None) -> dict:
+    import torch
+    from rich.console import Console
+
+    from computerrl.data.datasets_io import lineage
+    from computerrl.policy.checkpoint import policy_version, resolve
+    from computerrl.policy.logprobs import answer_ids, chat_prompt_ids, response_logprobs
+    from computerrl.policy.trainer import Trainer, micro_batches, new_version, progress
+
+    console = console or Console(soft_wrap=True)
+    if cfg.out.exists() and not cfg.state_dir.exists() and not cfg.overwrite:
+        console.print(f"{cfg.out} is already trained (--overwrite trains again)")
+        return json.loads((cfg.out / "summary.json").read_text())
+    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "overwrite", "save_every")}
+    trainer = Trainer(cfg, key)
+    tok = trainer.tokenizer
+    data = chats(cfg.data)
+    if not data:
+        raise ValueError(f"no rows in {', '.join(map(str, cfg.data))}: nothing to train on")
+    prompts = [chat_prompt_ids(tok, c[:-1]) for c in data]
+    answers = [answer_ids(tok, c[-1]["content"]) for c in data]
+    per_epoch = math.ceil(len(data) / cfg.batch_rows)
+    total = per_epoch * cfg.epochs
+    if trainer.updates:
+        console.print(f"resuming {cfg.out} after {trainer.updates} of {total} optimizer steps")
+
+    def loss_fn(rows: list[int]):
+        logp, entropy = response_logprobs(trainer.model, [prompts[i] for i in rows], [answers[i] for i in rows],
+                                          pad_id=trainer.pad_id, with_entropy=True)
+        logp, entropy = torch.cat(logp), torch.cat(entropy)
+        return -logp.sum(), {"loss": -logp.sum().item(), "entropy": entropy.sum().item()}
+
+    with progress(console, f"sft {cfg.out.name}", total, trainer.updates) as advance:
+        for epoch in range(cfg.epochs):
+            order = list(range(len(data)))
+            random.Random(cfg.seed * 7919 + epoch).shuffle(order)
+            for b in range(per_epoch):
+                if epoch * per_epoch + b < trainer.updates:
+                    continue  # done before the run was interrupted
+                rows = order[b * cfg.batch_rows:(b + 1) * cfg.batch_rows]
+                lengths = [len(prompts[i]) + len(answers[i]) for i in rows]
+                micro = [[rows[j] for j in m] for m in micro_batches(lengths, cfg.micro_batch_tokens, cfg.seed + b)]
+                logs = trainer.step(micro, sum(len(answers[i]) for i in rows), loss_fn)
+                logs["epoch"] = epoch
+                trainer.record(logs)
+                advance(f"loss {logs['loss']:.3f} entropy {logs['entropy']:.2f}")
+    log = trainer.state["log"]
+    summary = {"rows": len(data), "updates": len(log), "first_loss": log[0]["loss"], "last_loss": log[-1]["loss"]}
+    card = lineage("sft", cfg, {"data": [str(p) for p in cfg.data], "model": cfg.model})
+    card.update(policy_version=new_version("sft", cfg.out), parent=policy_version(resolve(cfg.model)))
+    out = trainer.save_final(card, summary)
+    console.print(f"wrote {out}: {len(data)} rows, {len(log)} optimizer steps, loss "
+                  f"{summary['first_loss']:.3f} → {summary['last_loss']:.3f}")
+    return summary
