@@ -41,6 +41,8 @@ class Budgets:
 BUDGETS = Registry("prompt budget")
 BUDGETS.add("small", Budgets(tree_tokens=400, app_info_tokens=120, result_tokens=60, history_turns=2,
                              history_answer_tokens=60, api_docs=False))
+BUDGETS.add("tiny", Budgets(tree_tokens=120, app_info_tokens=80, result_tokens=40, history_turns=1,
+                            history_answer_tokens=40, api_docs=False))  # the CPU demo: API tasks need little tree
 BUDGETS.add("paper", Budgets(tree_tokens=8000, app_info_tokens=1300, result_tokens=500, history_turns=30,
                              history_answer_tokens=400))
 

@@ -58,16 +58,32 @@ class TrainConfig:
         return self.out.with_name(f".{self.out.name}.state")
 
 
-def micro_batches(lengths: Sequence[int], max_tokens: int, seed: int) -> list[list[int]]:
-    """Row indices in micro-batches of rows of alike length (sorted, then packed while
-    rows × longest ≤ max_tokens; a row longer than that goes alone), in a seeded random order."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    batches, current = [], []
+def micro_batches(prompts: Sequence[Sequence[int]], lengths: Sequence[int], max_tokens: int, seed: int) -> list[list[int]]:
+    """Row indices in micro-batches that cost at most max_tokens each, in a seeded random order.
+
+    Rows are ordered by their prompt's tokens, so the steps of one task (and the tasks of one app)
+    sit together, and packed while shared prefix + rows × (longest − shared prefix) ≤ max_tokens:
+    `response_logprobs` runs the prefix the batch shares once. A row longer than that goes alone."""
+    from computerrl.policy.logprobs import MIN_SHARED
+
+    order = sorted(range(len(lengths)), key=lambda i: (list(prompts[i]), lengths[i]))
+    batches, current, shared, longest = [], [], 0, 0
+
+    def cost(n, shared_, longest_):
+        shared_ = shared_ if shared_ >= MIN_SHARED else 0
+        return shared_ + n * (longest_ - shared_)
+
     for i in order:
-        if current and (len(current) + 1) * lengths[i] > max_tokens:
+        if current:
+            first = prompts[current[0]]
+            limit = min(shared, len(prompts[i]) - 1)
+            common = next((k for k in range(limit) if prompts[i][k] != first[k]), limit)
+            if cost(len(current) + 1, common, max(longest, lengths[i])) <= max_tokens:
+                current.append(i)
+                shared, longest = common, max(longest, lengths[i])
+                continue
             batches.append(current)
-            current = []
-        current.append(i)
+        current, shared, longest = [i], len(prompts[i]) - 1, lengths[i]
     if current:
         batches.append(current)
     random.Random(seed).shuffle(batches)

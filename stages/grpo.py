@@ -156,7 +156,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
         total = cfg.epochs * cfg.updates_per_epoch
         with progress(console, f"grpo {cfg.out.name}", total, trainer.updates) as advance:
             for epoch in range(cfg.epochs):
-                micro = micro_batches(lengths, cfg.micro_batch_tokens, cfg.seed * 7919 + epoch)
+                micro = micro_batches(prompts, lengths, cfg.micro_batch_tokens, cfg.seed * 7919 + epoch)
                 for u in range(cfg.updates_per_epoch):
                     if epoch * cfg.updates_per_epoch + u < trainer.updates:
                         continue  # done before the run was interrupted
@@ -193,7 +193,8 @@ def _fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature, load_mode
         out, was_training = {}, model.training
         model.eval()
         with torch.no_grad():
-            for batch in micro_batches([len(prompts[i]) + len(answers[i]) for i in idx], cfg.micro_batch_tokens, 0):
+            for batch in micro_batches([prompts[i] for i in idx], [len(prompts[i]) + len(answers[i]) for i in idx],
+                                       cfg.micro_batch_tokens, 0):
                 rows_ = [idx[j] for j in batch]
                 logp = response_logprobs(model, [prompts[i] for i in rows_], [answers[i] for i in rows_], temperature,
                                          pad_id=trainer.pad_id)

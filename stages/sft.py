@@ -106,7 +106,8 @@ def run(cfg: SFTConfig, console=None) -> dict:
                     continue  # done before the run was interrupted
                 rows = order[b * cfg.batch_rows:(b + 1) * cfg.batch_rows]
                 lengths = [len(prompts[i]) + len(answers[i]) for i in rows]
-                micro = [[rows[j] for j in m] for m in micro_batches(lengths, cfg.micro_batch_tokens, cfg.seed + b)]
+                micro = [[rows[j] for j in m]
+                         for m in micro_batches([prompts[i] for i in rows], lengths, cfg.micro_batch_tokens, cfg.seed + b)]
                 logs = trainer.step(micro, sum(len(answers[i]) for i in rows), loss_fn)
                 logs["epoch"] = epoch
                 trainer.record(logs)

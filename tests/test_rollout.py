@@ -150,3 +150,65 @@ def test_eval_prints_its_table_and_writes_results_steps_and_plots(run_dir):
         assert Image.open(out / png).size[0] > 300
     again = CliRunner(env={"COLUMNS": "160"}).invoke(app, args)  # finished: shown again, not replayed
     assert again.exit_code == 0 and "holds a finished evaluation" in again.output and "overall" in again.output
+
+
+@pytest.fixture(scope="module")
+def relabelled(run_dir):
+    """The first test's rollout rows with sample 0 of every task rewarded 1 and sample 1 rewarded 0: the
+    untrained model never succeeds, so real rows (real prompts, sampled tokens and behaviour log-probs)
+    get made-up rewards to give GRPO something to learn."""
+    import shutil
+
+    if not (run_dir / "rollout").exists():
+        test_a_rollout_writes_every_column_with_sensible_values(run_dir)
+    ds = load(run_dir / "rollout").remove_columns(["screenshot"])
+    ds = ds.map(lambda r: {"reward": float(r["sample"] == 0), "success": r["sample"] == 0})
+    path = save_atomic(ds, run_dir / "relabelled")
+    shutil.copy(run_dir / "rollout" / "lineage.json", path / "lineage.json")  # the sampling temperature
+    return path
+
+
+def test_a_grpo_step_on_real_rollout_rows_raises_the_positive_advantage_answers(relabelled, tmp_path):
+    import torch
+
+    from computerrl.policy.checkpoint import embedded_checkpoint, load_model
+    from computerrl.policy.grpo_loss import Clip, group_advantages, rows_loss
+    from computerrl.stages.grpo import GRPOConfig, run
+
+    summary = run(GRPOConfig(rollouts=[relabelled], out=tmp_path / "policy", epochs=1, lr=1e-4, train_layers=4))
+    assert summary["groups"] == 2 and summary["skipped_groups"] == 0 and summary["rows"] == len(load(relabelled))
+    metrics = load(tmp_path / "policy" / "metrics")
+    assert len(metrics) == 1 and abs(metrics["ratio"][0] - 1) < 1e-3  # first epoch: πθ = πold up to float error
+    rows = load(relabelled).to_list()
+    adv, _ = group_advantages([r["reward"] for r in rows], [r["group_id"] for r in rows])
+    args = ([r["prompt_ids"] for r in rows], [r["response_ids"] for r in rows], adv,
+            [torch.tensor(r["behavior_logprobs"]) for r in rows], Clip())
+    before, after = load_model(embedded_checkpoint()), load_model(tmp_path / "policy")
+    with torch.no_grad():
+        loss_before, _ = rows_loss(before, *args, pad_id=2)
+        loss_after, _ = rows_loss(after, *args, pad_id=2)
+        from computerrl.policy.logprobs import response_logprobs
+
+        new = response_logprobs(after, args[0], args[1], pad_id=2)
+    assert loss_after < loss_before
+    gain = [(n - torch.tensor(r["behavior_logprobs"])).mean().item() for n, r in zip(new, rows)]
+    assert all(g > 0 for g, a in zip(gain, adv) if a > 0), gain
+    assert all(g < 0 for g, a in zip(gain, adv) if a < 0), gain
+
+
+def test_grpo_with_lora_writes_an_adapter_that_rollout_loads(run_dir, relabelled):
+    from computerrl.policy.checkpoint import policy_version
+    from computerrl.stages.grpo import GRPOConfig, run
+
+    adapter = run_dir / "lora-policy"
+    run(GRPOConfig(rollouts=[relabelled], out=adapter, epochs=1, lr=1e-4, lora_rank=4, train_layers=2))
+    assert (adapter / "adapter_config.json").exists() and not (adapter / "model.safetensors").exists()
+    assert json.loads((adapter / "adapter_config.json").read_text())["layers_to_transform"] == [28, 29]
+    out = run_dir / "lora-rollout"
+    done = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "rollout",
+                           *options(run_dir, out, samples=1, model=adapter, limit=1)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ds = load(out)
+    assert len(ds) >= 1 and set(ds["policy_version"]) == {policy_version(adapter)}
+    assert policy_version(adapter).startswith("grpo:lora-policy:")

@@ -1,0 +1,121 @@
+"""`filter-success` and `sft` on the embedded model (real weights, CPU), and resuming a killed run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import datasets
+import pytest
+
+from computerrl.data.datasets_io import load, save_atomic
+from computerrl.data.schemas import SFT_COLUMNS, STEP_FEATURES
+
+
+def step_row(task, sample, step, *, success, valid=True, error="", response=None, iteration=0):
+    return {"task_id": task, "domain": "calc", "group_id": f"{task}:{iteration}", "sample": sample, "step": step,
+            "instruction": f"do {task}", "observation": "{}",
+            "messages": [{"role": "system", "content": f"Task: do {task}"}, {"role": "user", "content": f"step {step}"}],
+            "response": response or f"```python\nAgent.wait()  # {task} {sample} {step}\n```",
+            "prompt_ids": [], "response_ids": [], "behavior_logprobs": [], "entropy": float("nan"),
+            "action": "", "action_valid": valid, "exec_result": "", "success": success, "score": float(success),
+            "reward": float(success and valid), "done": False, "env_id": "e0", "policy_version": "p0",
+            "engine": "transformers", "error": error}
+
+
+def write_steps(path, rows):
+    save_atomic(datasets.Dataset.from_list(rows, features=STEP_FEATURES), path)
+    return path
+
+
+def test_filter_success_keeps_successful_unaborted_trajectories_at_most_k_per_task(tmp_path):
+    from computerrl.stages.filter_success import FilterSuccessConfig, run
+
+    rows = []
+    for sample in range(5):  # task a: 5 successes of 2 steps (the second step of sample 1 invalid)
+        rows += [step_row("a", sample, s, success=True, valid=not (sample == 1 and s == 1)) for s in range(2)]
+    rows += [step_row("b", 0, 0, success=False), step_row("b", 1, 0, success=True, error="desktop lost at step 0")]
+    rows += [step_row("c", 0, 0, success=True, response="same"), step_row("c", 1, 0, success=True, response="same")]
+    first = write_steps(tmp_path / "r0", rows)
+    second = write_steps(tmp_path / "r1", [step_row("b", 0, 0, success=True, iteration=1)])
+    summary = run(FilterSuccessConfig(rollouts=[first, second], out=tmp_path / "sft", k=3, seed=0))
+    ds = load(tmp_path / "sft")
+    assert set(SFT_COLUMNS) <= set(ds.column_names)
+    by_task = {t: {r["trajectory"] for r in ds if r["task_id"] == t} for t in "abc"}
+    assert len(by_task["a"]) == 3  # k = 3 of 5
+    assert by_task["b"] == {"b:1/0"}  # the failure and the aborted success are left out
+    assert len(by_task["c"]) == 1  # two identical trajectories count once
+    for r in ds:
+        assert r["messages"][-1]["role"] == "assistant" and r["messages"][:-1][0]["role"] == "system"
+        assert r["trajectory"] != "a:0/1" or r["step"] == 0  # the invalid step of a/1 is dropped
+    assert summary["trajectories_kept"] == 5 and summary["rows"] == len(ds)
+    again = run(FilterSuccessConfig(rollouts=[first, second], out=tmp_path / "sft2", k=3, seed=0))
+    assert load(tmp_path / "sft2")["trajectory"] == ds["trajectory"] and again == summary  # seeded
+    other = [run(FilterSuccessConfig(rollouts=[first], out=tmp_path / f"s{seed}", k=1, seed=seed)) for seed in range(6)]
+    assert len({tuple(load(tmp_path / f"s{seed}")["trajectory"]) for seed in range(6)}) > 1 and other
+
+
+def test_filter_success_names_what_a_wrong_dataset_lacks(tmp_path):
+    from computerrl.stages.filter_success import FilterSuccessConfig, run
+
+    save_atomic(datasets.Dataset.from_dict({"task_id": ["a"]}), tmp_path / "odd")
+    with pytest.raises(ValueError, match="lacks column.*group_id"):
+        run(FilterSuccessConfig(rollouts=[tmp_path / "odd"], out=tmp_path / "out"))
+
+
+def chat_rows(n=4):
+    """SFT rows: short chats whose answers are one API call each."""
+    rows = []
+    for i in range(n):
+        cell, value = f"B{i + 2}", 10 * (i + 1)
+        rows.append({"task_id": f"t{i}", "domain": "calc", "trajectory": f"t{i}:0/0", "step": 0, "policy_version": "expert",
+                     "messages": [{"role": "system", "content": "You act on a spreadsheet with CalcTools."},
+                                  {"role": "user", "content": f"Put {value} in cell {cell}."},
+                                  {"role": "assistant",
+                                   "content": f"```python\nCalcTools.set_cell_value('{cell}', {value})\n```"}]})
+    return rows
+
+
+def test_sft_lowers_its_loss_and_writes_a_checkpoint_with_lineage_and_metrics(tmp_path):
+    from computerrl.data.schemas import SFT_FEATURES
+    from computerrl.policy.checkpoint import load_model, policy_version, read_lineage
+    from computerrl.stages.sft import SFTConfig, run
+
+    save_atomic(datasets.Dataset.from_list(chat_rows(), features=SFT_FEATURES), tmp_path / "data")
+    summary = run(SFTConfig(data=[tmp_path / "data"], out=tmp_path / "ckpt", epochs=4, batch_rows=4, lr=1e-4))
+    metrics = load(tmp_path / "ckpt" / "metrics")
+    assert len(metrics) == 4 and summary["updates"] == 4
+    assert metrics["loss"][-1] < 0.7 * metrics["loss"][0]
+    assert all(n > 0 for n in metrics["grad_norm"]) and all(t == metrics["tokens"][0] for t in metrics["tokens"])
+    card = read_lineage(tmp_path / "ckpt")
+    assert card["stage"] == "sft" and card["parent"] == "smollm2-135m-instruct"
+    assert policy_version(tmp_path / "ckpt").startswith("sft:ckpt:")
+    load_model(tmp_path / "ckpt")  # a normal checkpoint, rollout's way of loading it
+
+
+def test_a_killed_sft_resumes_where_it_stopped(tmp_path):
+    from computerrl.data.schemas import SFT_FEATURES
+
+    save_atomic(datasets.Dataset.from_list(chat_rows(6), features=SFT_FEATURES), tmp_path / "data")
+    out = tmp_path / "ckpt"
+    cmd = [sys.executable, "-m", "computerrl.cli.main", "sft", "--data", str(tmp_path / "data"), "--out", str(out),
+           "--epochs", "3", "--batch-rows", "2", "--lr", "1e-4", "--train-layers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = out.with_name(f".{out.name}.state") / "trainer_state.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (state.exists() and json.loads(state.read_text())["updates"] >= 2):
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    done_before = json.loads(state.read_text())["updates"]
+    assert 2 <= done_before < 9 and not out.exists()
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"resuming {out} after {done_before} of 9" in result.stdout
+    metrics = load(out / "metrics")
+    assert len(metrics) == 9 and metrics["epoch"] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert not state.parent.exists()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert "already trained" in again.stdout
