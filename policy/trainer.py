@@ -105,38 +105,32 @@ class Trainer:
         set_seed(cfg.seed)
         self.state = {"key": key, "updates": 0, "log": []}  # log: one dict per optimizer step
         source = resolve(cfg.model)
-        saved = cfg.state_dir / "checkpoint"
-        if self._resumable():
-            self.state = json.loads((cfg.state_dir / STATE).read_text())
-            source = saved
-        self.source = source
         self.tokenizer = load_tokenizer(source)
-        self.base = base_of(resolve(cfg.model)).resolve()  # what a LoRA adapter of this run sits on
+        self.base = base_of(source).resolve()  # what a LoRA adapter of this run sits on
         model = load_model(source, dtype=cfg.dtype, trainable=True)
+        adapter = (Path(source) / ADAPTER_CONFIG).exists()  # an adapter keeps training its own weights
         top = _top_layers(model, cfg.train_layers)
-        if cfg.lora_rank and not (Path(source) / ADAPTER_CONFIG).exists():
+        if cfg.lora_rank and not adapter:
             from peft import LoraConfig, get_peft_model
 
             model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
-                                                     target_modules="all-linear", task_type="CAUSAL_LM",
-                                                     layers_to_transform=top or None))
-        elif top:
+                                                     target_modules=_linear_modules(model, top) if top else "all-linear",
+                                                     task_type="CAUSAL_LM"))
+        elif top and not adapter:
             _freeze_all_but(model, top)
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             model.config.use_cache = False
-            if cfg.lora_rank:
+            if cfg.lora_rank or adapter:
                 model.enable_input_require_grads()
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         warmup = max(1, cfg.warmup)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
-        if (saved / "optimizer.pt").exists() and source == saved:
-            opt = torch.load(saved / "optimizer.pt", weights_only=False)
-            self.optimizer.load_state_dict(opt["optimizer"])
-            self.scheduler.load_state_dict(opt["scheduler"])
-            torch.set_rng_state(opt["rng"])
+        if self._resumable():  # weights, optimizer, scheduler and RNG as they were after the last saved step
+            self.accelerator.load_state(str(cfg.state_dir / "accelerate"))
+            self.state = json.loads((cfg.state_dir / STATE).read_text())
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     @property
@@ -166,20 +160,19 @@ class Trainer:
         `n_tokens`: response tokens of the whole step, over all processes; `loss_fn(rows)` returns
         (sum of the per-token losses of those rows, {name: summed value}) — the summed logs are
         added up over micro-batches and divided by n_tokens as well."""
-        import torch
-
         mine = self.my_share(micro)
+        idle = not mine  # more processes than micro-batches: this one joins the gradient sync with a zero loss
         sums: dict[str, float] = {}
         scale = self.accelerator.num_processes / n_tokens  # gradients are averaged over processes
         self.model.train()
-        for k, rows in enumerate(mine):
-            last = k == len(mine) - 1
+        for k, rows in enumerate(mine or micro[:1]):
+            last = k == len(mine) - 1 or idle
             with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model):
                 loss_sum, logs = loss_fn(rows)
-                self.accelerator.backward(loss_sum * scale)
+                self.accelerator.backward(loss_sum * (0.0 if idle else scale))
             for name, value in logs.items():
-                sums[name] = sums.get(name, 0.0) + float(value)
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm or float("inf"))
+                sums[name] = sums.get(name, 0.0) + (0.0 if idle else float(value))
+        norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm or float("inf"))
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -208,43 +201,40 @@ class Trainer:
             self.save_state()
 
     def save_state(self) -> None:
-        """Model, optimizer, scheduler, RNG and logs so far, replaced atomically."""
-        import torch
-
+        """Weights, optimizer, scheduler, RNG (accelerate's state, sharded as the run is) and the logs
+        so far; the previous state is replaced only once the new one is whole."""
+        tmp = self.cfg.state_dir.with_name(f"{self.cfg.state_dir.name}.tmp")
+        if self.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
         self.accelerator.wait_for_everyone()
-        if not self.is_main:
-            return
-        tmp = self.cfg.state_dir.with_name(f"{self.cfg.state_dir.name}.tmp-{uuid.uuid4().hex[:8]}")
-        self._save_model(tmp / "checkpoint")
-        torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                    "rng": torch.get_rng_state()}, tmp / "checkpoint" / "optimizer.pt")
-        (tmp / STATE).write_text(json.dumps(self.state, default=float))
-        _replace(tmp, self.cfg.state_dir)
-
-    def _save_model(self, folder: Path) -> None:
-        model = self.unwrapped()
-        if hasattr(model, "peft_config"):  # the adapter alone, pointing at its base as a local folder
-            for config in model.peft_config.values():
-                config.base_model_name_or_path = str(self.base)
-        model.save_pretrained(folder, safe_serialization=True)
-        self.tokenizer.save_pretrained(folder)
+        self.accelerator.save_state(str(tmp / "accelerate"))
+        if self.is_main:
+            (tmp / STATE).write_text(json.dumps(self.state, default=float))
+            _replace(tmp, self.cfg.state_dir)
+        self.accelerator.wait_for_everyone()
 
     def save_final(self, lineage: dict, summary: dict) -> Path:
         """The trained checkpoint at OUT, atomically, with lineage.json, summary.json and the metrics
         dataset (OUT/metrics, one row per optimizer step); the resumable state goes."""
-        self.accelerator.wait_for_everyone()
+        weights = self.accelerator.get_state_dict(self.model)  # gathered from every process's shard
         if self.is_main:
             import datasets
 
             from computerrl.data.schemas import METRICS_FILE
 
             tmp = self.cfg.out.with_name(f".{self.cfg.out.name}.tmp-{uuid.uuid4().hex[:8]}")
-            self._save_model(tmp)
+            model = self.unwrapped()
+            if hasattr(model, "peft_config"):  # the adapter alone, pointing at its base as a local folder
+                for config in model.peft_config.values():
+                    config.base_model_name_or_path = str(self.base)
+            model.save_pretrained(tmp, state_dict=weights, safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp)
             write_lineage(tmp, lineage)
             (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
             datasets.Dataset.from_list(self.state["log"]).save_to_disk(str(tmp / METRICS_FILE))
             _replace(tmp, self.cfg.out)
             shutil.rmtree(self.cfg.state_dir, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
         return self.cfg.out
 
 
@@ -272,6 +262,16 @@ def _top_layers(model, n: int) -> list[int]:
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     total = len(base.get_decoder().layers)
     return list(range(max(0, total - n), total))
+
+
+def _linear_modules(model, layers: list[int]) -> list[str]:
+    """Full names of the linear modules inside these decoder layers (where LoRA adapters go)."""
+    import torch
+
+    wanted = {id(model.get_decoder().layers[i]) for i in layers}
+    prefixes = [name for name, module in model.named_modules() if id(module) in wanted]
+    return [name for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and any(name.startswith(p + ".") for p in prefixes)]
 
 
 def _freeze_all_but(model, layers: list[int]) -> None:
