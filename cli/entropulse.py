@@ -41,9 +41,9 @@ class Schedule:
     train_tasks: int = 24  # generated train tasks
     test_tasks: int = 18  # generated test tasks (held out: eval only)
     envs: int = 4  # desktops; the model answers all of them in one batch
-    bc_epochs: int = 4  # sft epochs on the expert replays
+    bc_epochs: int = 3  # sft epochs on the expert replays
     rl_iterations: int = 2  # rollout + grpo iterations per RL phase
-    rl_tasks: int = 8  # train tasks played per iteration (drawn afresh each iteration)
+    rl_tasks: int = 6  # train tasks played per iteration (drawn afresh each iteration)
     samples: int = 4  # G
     max_steps: int = 4  # steps per trajectory (rollout and eval); the reference solutions take 3
     max_new_tokens: int = 48  # answer cap
@@ -56,19 +56,21 @@ class Schedule:
     lr_rl: float = 5e-5
     lr_entropulse: float = 5e-5
     train_layers: int = 8  # top decoder layers trained (0 = all)
-    eval_tasks: int = 0  # test tasks evaluated (0 = all)
+    eval_tasks: int = 12  # test tasks evaluated, the first N (0 = all; the suite interleaves templates)
 
 
 PRESETS = {
     "demo": Schedule(),
     "quick": Schedule(templates="calc_column_stat,calc_rename_sheet,calc_add_sheet", holdout="calc_add_sheet",
                       train_tasks=4, test_tasks=3, envs=2, bc_epochs=2, rl_iterations=1, rl_tasks=2, samples=2,
-                      max_steps=3, max_new_tokens=40, grpo_epochs=1, entropulse_epochs=1, k=2, train_layers=2),
+                      max_steps=3, max_new_tokens=40, grpo_epochs=1, entropulse_epochs=1, k=2, train_layers=2,
+                      eval_tasks=0),
 }
 
 
 def command(
     preset: Annotated[str, typer.Option(help="demo (≤ 60 min on a 2-core CPU) or quick (≤ 10 min, CI).")] = "demo",
+    quick: Annotated[bool, typer.Option("--quick", help="Same as --preset quick.")] = False,
     out: OutDir = Path("runs/demo"),
     model: Model = "embedded",
     seed: Seed = 0,
@@ -76,6 +78,7 @@ def command(
     rl_iterations: Annotated[Optional[int], typer.Option(help="Rollout + grpo iterations per RL phase.")] = None,
     samples: Annotated[Optional[int], typer.Option(help="G: trajectories per task in RL.")] = None,
 ):
+    preset = "quick" if quick else preset
     if preset not in PRESETS:
         raise typer.BadParameter(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
     chosen = {k: v for k, v in {"envs": envs, "rl_iterations": rl_iterations, "samples": samples}.items() if v}
@@ -114,7 +117,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None) -> list[dic
         evaluate("base", model)
         bc = _sft(s, console, out / "bc", model, [tasks / "expert"], s.bc_epochs, s.lr_bc, seed)
         evaluate("bc", bc)
-        rl1, rollouts1 = _rl_phase(s, console, out / "rl1", bc, "", tasks, envs, seed, first_iteration=1)
+        rl1, rollouts1 = _rl_phase(s, console, out / "rl1", bc, bc, tasks, envs, seed, first_iteration=1)
         evaluate("rl1", rl1)
         pulse = _entropulse(s, console, out, rl1, rollouts1, seed)
         evaluate("entropulse", pulse)
@@ -140,7 +143,8 @@ def _sft(s: Schedule, console, out: Path, model: str, data: list[Path], epochs: 
 
 def _rl_phase(s: Schedule, console, folder: Path, start: str, ref: str, tasks: Path, envs: Path, seed: int, *,
               first_iteration: int) -> tuple[str, list[Path]]:
-    """N iterations of rollout (on rl_tasks train tasks drawn for the iteration) then grpo."""
+    """N iterations of rollout (on rl_tasks train tasks drawn for the iteration) then grpo; `ref` is the
+    KL reference (the phase's start), used when beta > 0."""
     from computerrl.stages import grpo, rollout
 
     policy, rollouts = start, []

@@ -7,32 +7,15 @@ from typing import Annotated
 
 import typer
 
-from computerrl.cli.options import (Dtype, GradientCheckpointing, LoraAlpha, LoraRank, Lr, MaxGradNorm,
-                                    MicroBatchTokens, Model, OutDir, Overwrite, SaveEvery, Seed, TrainDevice,
-                                    TrainLayers, Warmup, WeightDecay)
+from computerrl.cli.options import with_training_options
 
 HELP = ("Step-level GRPO update of the policy from rollouts: advantages over all steps of a task's G trajectories, "
         "clipped surrogate with clip-higher, optional k3 KL to a reference, several epochs over the batch. Writes "
         "the new checkpoint (or LoRA adapter) and per-update metrics. Interrupted, rerun the same command to resume.")
 
 
+@with_training_options(out=Path("runs/policy"), lr=1e-5)
 def command(
-    model: Model = "embedded",
-    out: OutDir = Path("runs/policy"),
-    lr: Lr = 1e-5,
-    warmup: Warmup = 0,
-    weight_decay: WeightDecay = 0.0,
-    max_grad_norm: MaxGradNorm = 1.0,
-    micro_batch_tokens: MicroBatchTokens = 8192,
-    lora_rank: LoraRank = 0,
-    lora_alpha: LoraAlpha = 32,
-    train_layers: TrainLayers = 0,
-    gradient_checkpointing: GradientCheckpointing = False,
-    device: TrainDevice = "",
-    dtype: Dtype = "float32",
-    save_every: SaveEvery = 1,
-    seed: Seed = 0,
-    overwrite: Overwrite = False,
     rollouts: Annotated[list[Path], typer.Option(help="Step dataset written by `rollout` (normally sampled by "
                                                  "--model); repeat to pool several.")] = [],  # noqa: B006
     ref: Annotated[str, typer.Option(help="KL reference checkpoint ('' = --model); loaded only with --beta > 0.")] = "",
@@ -46,8 +29,9 @@ def command(
     tis: Annotated[bool, typer.Option(help="Truncated importance sampling for rows another engine sampled "
                                       "(vLLM, a server).")] = True,
     tis_cap: Annotated[float, typer.Option(help="Cap of the truncated importance weight.")] = 2.0,
+    **train,
 ):
-    options = dict(locals())
+    options = {k: v for k, v in locals().items() if k != "train"} | train
     from computerrl.stages.grpo import GRPOConfig, run
 
     try:

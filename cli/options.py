@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Callable
 
 import typer
 
@@ -35,3 +36,28 @@ Dtype = Annotated[str, typer.Option(help="Weights' dtype: float32, bfloat16 (GPU
 SaveEvery = Annotated[int, typer.Option(help="Optimizer steps between resumable states (a killed run resumes "
                                              "from the last one; rerun the same command).")]
 Overwrite = Annotated[bool, typer.Option(help="Train again even if --out holds a finished checkpoint.")]
+
+
+# (name, option, default) of TrainConfig's fields, in its order; a stage may change a default.
+TRAINING: list[tuple[str, Any, Any]] = [
+    ("model", Model, "embedded"), ("out", OutDir, None), ("lr", Lr, None), ("warmup", Warmup, 0),
+    ("weight_decay", WeightDecay, 0.0), ("max_grad_norm", MaxGradNorm, 1.0), ("micro_batch_tokens", MicroBatchTokens, 8192),
+    ("lora_rank", LoraRank, 0), ("lora_alpha", LoraAlpha, 32), ("train_layers", TrainLayers, 0),
+    ("gradient_checkpointing", GradientCheckpointing, False), ("device", TrainDevice, ""), ("dtype", Dtype, "float32"),
+    ("save_every", SaveEvery, 1), ("seed", Seed, 0), ("overwrite", Overwrite, False),
+]
+
+
+def with_training_options(**defaults) -> Callable:
+    """Decorator: the command takes the training options (before its own) and gets them in **train.
+    `defaults` sets this stage's (out and lr have none in common)."""
+    def wrap(command: Callable) -> Callable:
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.kind != p.VAR_KEYWORD]
+        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=option,
+                                    default=defaults.get(name, default)) for name, option, default in TRAINING]
+        missing = [p.name for p in shared if p.default is None]
+        if missing:
+            raise TypeError(f"{command.__module__}: give a default for {', '.join(missing)}")
+        command.__signature__ = inspect.Signature(shared + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own])
+        return command
+    return wrap

@@ -22,6 +22,8 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
+from computerrl.data.datasets_io import require_datasets
+
 
 @dataclasses.dataclass
 class FilterSuccessConfig:
@@ -35,6 +37,7 @@ class FilterSuccessConfig:
         self.rollouts, self.out = [Path(p) for p in self.rollouts], Path(self.out)
         if not self.rollouts:
             raise ValueError("give at least one step dataset with --rollouts")
+        require_datasets(self.rollouts, "--rollouts")
         if self.k == 0 or self.k < -1:
             raise ValueError("--k must be >= 1, or -1 for all")
 

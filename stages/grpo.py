@@ -32,6 +32,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from computerrl.data.datasets_io import require_datasets
 from computerrl.policy.trainer import TrainConfig
 
 OWN_ENGINE = "transformers"  # rows it sampled carry the trainer's own numbers as πold
@@ -57,6 +58,7 @@ class GRPOConfig(TrainConfig):
         self.rollouts = [Path(p) for p in self.rollouts]
         if not self.rollouts:
             raise ValueError("give at least one step dataset with --rollouts")
+        require_datasets(self.rollouts, "--rollouts")
         if self.epochs < 1 or self.updates_per_epoch < 1:
             raise ValueError("--epochs and --updates-per-epoch must be at least 1")
         if not (0 <= self.eps_low < 1 and self.eps_high >= 0 and self.beta >= 0 and self.tis_cap >= 1):

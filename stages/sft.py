@@ -24,6 +24,7 @@ import math
 import random
 from pathlib import Path
 
+from computerrl.data.datasets_io import require_datasets
 from computerrl.policy.trainer import TrainConfig
 
 
@@ -40,6 +41,7 @@ class SFTConfig(TrainConfig):
         self.data = [Path(p) for p in self.data]
         if not self.data:
             raise ValueError("give at least one dataset with --data")
+        require_datasets(self.data, "--data")
         if self.epochs < 1 or self.batch_rows < 1:
             raise ValueError("--epochs and --batch-rows must be at least 1")
 

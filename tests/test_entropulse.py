@@ -1,0 +1,42 @@
+"""`just demo --quick`'s schedule for real: real desktops, the embedded model, every phase trained and evaluated."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.desktop
+
+
+def test_the_quick_schedule_trains_and_evaluates_every_phase_and_prints_the_table(tmp_path):
+    from PIL import Image
+
+    from computerrl.policy.checkpoint import read_lineage
+
+    out = tmp_path / "quick"
+    done = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "entropulse", "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1500, env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+    table = done.stdout[done.stdout.index("Entropulse schedule: success on held-out tasks per phase"):]
+    for phase in ("base", "bc", "rl1", "entropulse", "rl2"):
+        assert f"│ {phase} " in table, table
+        summary = json.loads((out / f"eval-{phase}" / "summary.json").read_text())
+        assert summary["overall"]["tasks"] == 3 and set(summary["splits"]) == {"in-distribution", "out-of-distribution"}
+    assert "in-distribution" in table and "out-of-distribution" in table and "entropy" in table
+    # the checkpoints chain: base → BC → RL1 → (Entropulse, when RL1 had a success) → RL2
+    bc, rl1, rl2 = (read_lineage(out / p) for p in ("bc", "rl1/policy-1", "rl2/policy-2"))
+    assert bc["parent"] == "smollm2-135m-instruct" and rl1["parent"] == bc["policy_version"]
+    pulse = read_lineage(out / "entropulse") if (out / "entropulse").exists() else rl1
+    assert rl2["parent"] == pulse["policy_version"]
+    rows = json.loads((out / "successes" / "summary.json").read_text())["rows"]
+    assert (out / "entropulse").exists() == (rows > 0)
+    assert Image.open(out / "schedule.png").size[0] >= 600
+    # rerun: every step is found done, nothing is trained or played again
+    again = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "entropulse", "--quick", "--out", str(out)],
+                           capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and again.stdout.count("already trained") == 3 + bool(rows), again.stdout[-3000:]
+
