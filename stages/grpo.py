@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from collections import defaultdict
 from pathlib import Path
 
@@ -154,16 +155,19 @@ def run(cfg: GRPOConfig, console=None) -> dict:
                              temperature=temperature, pad_id=trainer.pad_id, ref=[ref[i] for i in batch] if ref else None,
                              weight=[weight[i] for i in batch])
 
-        lengths = [len(p) + len(a) for p, a in zip(prompts, answers)]
-        total = cfg.epochs * cfg.updates_per_epoch
-        with progress(console, f"grpo {cfg.out.name}", total, trainer.updates) as advance:
+        per_epoch = min(cfg.updates_per_epoch, len(rows))
+        with progress(console, f"grpo {cfg.out.name}", cfg.epochs * per_epoch, trainer.updates) as advance:
             for epoch in range(cfg.epochs):
-                micro = micro_batches(prompts, lengths, cfg.micro_batch_tokens, cfg.seed * 7919 + epoch)
-                for u in range(cfg.updates_per_epoch):
-                    if epoch * cfg.updates_per_epoch + u < trainer.updates:
+                order = list(range(len(rows)))
+                random.Random(cfg.seed * 7919 + epoch).shuffle(order)
+                for u in range(per_epoch):
+                    if epoch * per_epoch + u < trainer.updates:
                         continue  # done before the run was interrupted
-                    part = micro[u::cfg.updates_per_epoch]
-                    logs = trainer.step(part, sum(len(answers[i]) for m in part for i in m), loss_fn)
+                    mine = order[u::per_epoch]  # this optimizer step's rows, in micro-batches of alike prompts
+                    part = [[mine[j] for j in m] for m in micro_batches(
+                        [prompts[i] for i in mine], [len(prompts[i]) + len(answers[i]) for i in mine],
+                        cfg.micro_batch_tokens, cfg.seed + epoch)]
+                    logs = trainer.step(part, sum(len(answers[i]) for i in mine), loss_fn)
                     logs.update(figures, epoch=epoch)
                     trainer.record(logs)
                     advance(f"loss {logs['loss']:+.4f} entropy {logs['entropy']:.2f} clip "
