@@ -119,3 +119,33 @@ def test_a_killed_sft_resumes_where_it_stopped(tmp_path):
     assert not state.parent.exists()
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert "already trained" in again.stdout
+
+
+def test_grpo_rows_of_another_engine_get_the_trainers_old_logprobs_and_truncated_weights(tmp_path):
+    """Rows a vLLM engine sampled: πold is the trainer's recomputation (ratio 1 on the first epoch, not
+    the engine's numbers), and each token's loss is weighted by min(πold_trainer / π_engine, cap)."""
+    import torch
+
+    from computerrl.policy.checkpoint import embedded_checkpoint, load_model, load_tokenizer
+    from computerrl.policy.logprobs import answer_ids, chat_prompt_ids, response_logprobs
+    from computerrl.stages.grpo import GRPOConfig, run
+
+    tok = load_tokenizer(embedded_checkpoint())
+    model = load_model(embedded_checkpoint())
+    rows, shifts = [], (0.5, 2.0)  # the engine saw these answers as e^0.5 and e^2 times less likely
+    for sample, chat in enumerate(chat_rows(2)):
+        prompt, answer = chat_prompt_ids(tok, chat["messages"][:-1]), answer_ids(tok, chat["messages"][-1]["content"])
+        with torch.no_grad():
+            trainer_logp = response_logprobs(model, [prompt], [answer])[0]
+        rows.append(step_row("t", sample, 0, success=sample == 0) | {
+            "prompt_ids": prompt, "response_ids": answer, "engine": "vllm",
+            "behavior_logprobs": (trainer_logp - shifts[sample]).tolist()})
+    write_steps(tmp_path / "steps", rows)
+    run(GRPOConfig(rollouts=[tmp_path / "steps"], out=tmp_path / "policy", epochs=1, lr=1e-6, temperature=1.0))
+    metrics = load(tmp_path / "policy" / "metrics")[0]
+    assert metrics["ratio"] == pytest.approx(1.0, abs=1e-4)
+    n = [len(r["response_ids"]) for r in rows]
+    adv = (1 / (0.5 + 1e-6) * 0.5, -1 / (0.5 + 1e-6) * 0.5)  # rewards 1 and 0: ±1 after normalising
+    weights = (min(2.0, float(torch.tensor(0.5).exp())), 2.0)  # e^0.5 ≈ 1.65 kept, e^2 ≈ 7.4 cut to the cap
+    expected = -(n[0] * weights[0] * adv[0] + n[1] * weights[1] * adv[1]) / sum(n)
+    assert metrics["loss"] == pytest.approx(expected, rel=1e-3)
