@@ -1,6 +1,6 @@
 """`computerrl entropulse`: the paper's training schedule, chained from the stages, on one machine.
 
-    tasks build → spawn-envs → eval (base) → sft on expert replays (BC) → eval
+    tasks build → spawn-envs → [eval of the base model] → sft on expert replays (BC) → eval
       → RL phase 1: N × (rollout → grpo) → eval
       → Entropulse: filter-success over phase 1's rollouts → sft → eval
       → RL phase 2: N × (rollout → grpo), the Entropulse checkpoint as KL reference → eval
@@ -57,6 +57,7 @@ class Schedule:
     lr_entropulse: float = 5e-5
     train_layers: int = 8  # top decoder layers trained (0 = all)
     eval_tasks: int = 12  # test tasks evaluated, the first N (0 = all; the suite interleaves templates)
+    eval_base: bool = False  # evaluate the starting model too (the paper's table starts at BC)
 
 
 PRESETS = {
@@ -77,11 +78,13 @@ def command(
     envs: Annotated[Optional[int], typer.Option(help="Desktops (default: the preset's).")] = None,
     rl_iterations: Annotated[Optional[int], typer.Option(help="Rollout + grpo iterations per RL phase.")] = None,
     samples: Annotated[Optional[int], typer.Option(help="G: trajectories per task in RL.")] = None,
+    eval_base: Annotated[bool, typer.Option("--eval-base", help="Evaluate the starting model too.")] = False,
 ):
     preset = "quick" if quick else preset
     if preset not in PRESETS:
         raise typer.BadParameter(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
-    chosen = {k: v for k, v in {"envs": envs, "rl_iterations": rl_iterations, "samples": samples}.items() if v}
+    chosen = {k: v for k, v in {"envs": envs, "rl_iterations": rl_iterations, "samples": samples,
+                                "eval_base": eval_base}.items() if v}
     run(dataclasses.replace(PRESETS[preset], **chosen), Path(out), model, seed)
 
 
@@ -114,7 +117,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None) -> list[dic
                 out=out / f"eval-{phase}"), console)
             phases.append(phase_row(phase, summary, out / f"eval-{phase}"))
 
-        evaluate("base", model)
+        if s.eval_base:
+            evaluate("base", model)
         bc = _sft(s, console, out / "bc", model, [tasks / "expert"], s.bc_epochs, s.lr_bc, seed)
         evaluate("bc", bc)
         rl1, rollouts1 = _rl_phase(s, console, out / "rl1", bc, bc, tasks, envs, seed, first_iteration=1)
