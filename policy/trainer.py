@@ -1,4 +1,4 @@
-"""What `grpo` and `sft` share: the model to train (full or LoRA), micro-batches grouped by length,
+"""What `grpo` and `sft` share: the model to train (full, LoRA, or its top layers), micro-batches of alike prompts,
 an optimizer step over many micro-batches (token-mean across all of them), resumable state, and
 the checkpoint a stage writes.
 
@@ -34,8 +34,8 @@ class TrainConfig:
     warmup: int = 0  # optimizer steps of linear warm-up
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0  # gradient clipping (0 = none)
-    micro_batch_tokens: int = 8192  # padded tokens per forward pass (rows of alike length are grouped)
-    lora_rank: int = 0  # 0 = full fine-tuning; > 0 trains a LoRA adapter of this rank (an adapter model keeps training its own)
+    micro_batch_tokens: int = 8192  # tokens per forward pass (shared prompt prefix once + rows × the rest, padded)
+    lora_rank: int = 0  # 0 = full fine-tuning; > 0 trains a LoRA adapter of this rank (an adapter keeps training its own)
     lora_alpha: int = 32
     train_layers: int = 0  # 0 = every layer; N > 0 trains only the top N decoder layers and the final norm (backward
     # stops there: about 3x cheaper, how the CPU demo fine-tunes; with LoRA, adapters go on those layers only)

@@ -149,3 +149,21 @@ def test_grpo_rows_of_another_engine_get_the_trainers_old_logprobs_and_truncated
     weights = (min(2.0, float(torch.tensor(0.5).exp())), 2.0)  # e^0.5 ≈ 1.65 kept, e^2 ≈ 7.4 cut to the cap
     expected = -(n[0] * weights[0] * adv[0] + n[1] * weights[1] * adv[1]) / sum(n)
     assert metrics["loss"] == pytest.approx(expected, rel=1e-3)
+
+
+def test_micro_batches_hold_every_row_once_group_alike_prompts_and_keep_the_budget():
+    from computerrl.policy.logprobs import shared_prefix
+    from computerrl.policy.trainer import micro_batches
+
+    calc, writer = list(range(100, 300)), list(range(500, 700))  # two apps' system prompts, 200 tokens each
+    prompts = [(calc if k % 2 else writer) + [k] * (20 + k) for k in range(12)]
+    lengths = [len(p) + 10 for p in prompts]
+    batches = micro_batches(prompts, lengths, 300, seed=3)
+    assert sorted(i for b in batches for i in b) == list(range(12))
+    for b in batches:
+        assert len({k % 2 for k in b}) == 1  # one app's rows together: their system prompt runs once
+        shared = shared_prefix([prompts[i] for i in b], min(len(prompts[i]) for i in b) - 1) if len(b) > 1 else 0
+        assert shared + len(b) * (max(lengths[i] for i in b) - shared) <= 300 or len(b) == 1
+    assert 2 < len(batches) < 12  # the budget packs several rows per pass, not all of them
+    assert micro_batches(prompts, lengths, 300, seed=3) == batches  # seeded order
+    assert any(micro_batches(prompts, lengths, 300, seed=k) != batches for k in range(4, 10))
