@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import random
 import shutil
@@ -101,6 +102,8 @@ class Trainer:
         from accelerate.utils import set_seed
 
         self.cfg, self.key = cfg, key
+        # Tied input/output embeddings (SmolLM2, Qwen2.5) are saved once: accelerate warns about it at every save.
+        logging.getLogger("accelerate.utils.other").setLevel(logging.ERROR)
         self.accelerator = Accelerator(cpu=cfg.device == "cpu")
         set_seed(cfg.seed)
         self.state = {"key": key, "updates": 0, "log": []}  # log: one dict per optimizer step
