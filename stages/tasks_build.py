@@ -10,7 +10,8 @@ expert step dataset for behaviour cloning, whose `messages` are the prompts the 
 
 Reads:  nothing (templates are code), and `--model`'s tokenizer.
 Writes: OUT/train, OUT/test (task datasets: task_id, domain, template, instruction, task_json,
-        solution, gui_solution), OUT/expert (step dataset), OUT/files (cache + index.json).
+        solution, gui_solution), OUT/expert (step dataset of the train tasks' replays: the BC data),
+        OUT/files (cache + index.json).
         A build killed half-way resumes from OUT/.replays.jsonl.
 
     computerrl tasks build --out runs/tasks --train 20 --test 10 --envs 1
@@ -97,7 +98,8 @@ def run(cfg: BuildConfig, console=None) -> dict:
         for task_id, why in dropped.items():
             console.print(f"  dropped {task_id}: {why[:300]}", markup=False, highlight=False)
         train, test = [i for i in train if i.task_id in kept], [i for i in test if i.task_id in kept]
-        rows = [row for r in replays if r.success for row in r.rows]
+        train_ids = {i.task_id for i in train}  # BC trains on these: a test task's solution must not leak into it
+        rows = [row for r in replays if r.success and r.task_id in train_ids for row in r.rows]
         expert = datasets.Dataset.from_list(rows, features=STEP_FEATURES) if rows else \
             datasets.Dataset.from_dict({k: [] for k in STEP_FEATURES}, features=STEP_FEATURES)
         save_atomic(expert, out / "expert", lineage=lineage("tasks build", cfg))
