@@ -1,7 +1,7 @@
 """Training benchmark: the GRPO update of the `grpo` stage against the plain implementation.
 
-    python -m computerrl.bench.bench_train --rollouts runs/demo/rl1/rollout-1      # ~5 min
-    python -m computerrl.bench.bench_train --rollouts runs/quick/rl1/rollout-1 --rows 4 --repeats 1
+    python -m computerrl.bench.bench_train --rollouts runs/demo/rl1/rollout-1                # ~4 min
+    python -m computerrl.bench.bench_train --rollouts runs/demo/rl1/rollout-1 --rows 8 --repeats 3   # ~30 min
 
 On the embedded model (full fine-tuning, every layer trainable on both sides) and `--rows` real
 rollout rows of varied length, one optimizer step's forward + backward:
@@ -158,8 +158,8 @@ def run_child(name: str, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rollouts", default="runs/demo/rl1/rollout-1", help="a step dataset (rollout output)")
-    parser.add_argument("--rows", type=int, default=8, help="rows in the batch")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each implementation (median)")
+    parser.add_argument("--rows", type=int, default=4, help="rows in the batch")
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs of each implementation (median)")
     parser.add_argument("--micro-batch-tokens", type=int, default=8192, help="padded tokens per forward, both sides")
     args = parser.parse_args()
     results = {name: run_child(name, args) for name in ("stage", "plain", "sft")}
