@@ -77,22 +77,29 @@ def plain_loss_sum(model, rows, clip, max_tokens: int, pad_id: int):
     return total
 
 
-def stage_loss_sum(model, rows, clip, max_tokens: int, pad_id: int):
-    import torch
-
-    from computerrl.policy.grpo_loss import rows_loss
+def _over_micro_batches(model, rows, max_tokens: int, loss_of) -> float:
+    """Σ loss_of(batch indices) over the stage's micro-batches of `rows`, backward after each."""
     from computerrl.policy.trainer import micro_batches
 
     prompts = [r["prompt_ids"] for r in rows]
     lengths = [len(r["prompt_ids"]) + len(r["response_ids"]) for r in rows]
     total = 0.0
     for batch in micro_batches(prompts, lengths, max_tokens, seed=0):
-        loss, _ = rows_loss(model, [prompts[i] for i in batch], [rows[i]["response_ids"] for i in batch],
-                            [rows[i]["advantage"] for i in batch],
-                            [torch.tensor(rows[i]["behavior_logprobs"]) for i in batch], clip, pad_id=pad_id)
+        loss = loss_of(batch)
         loss.backward()
         total += loss.item()
     return total
+
+
+def stage_loss_sum(model, rows, clip, max_tokens: int, pad_id: int):
+    import torch
+
+    from computerrl.policy.grpo_loss import rows_loss
+
+    return _over_micro_batches(model, rows, max_tokens, lambda batch: rows_loss(
+        model, [rows[i]["prompt_ids"] for i in batch], [rows[i]["response_ids"] for i in batch],
+        [rows[i]["advantage"] for i in batch], [torch.tensor(rows[i]["behavior_logprobs"]) for i in batch], clip,
+        pad_id=pad_id)[0])
 
 
 def sft_loss_sum(model, rows, clip, max_tokens: int, pad_id: int):
@@ -100,18 +107,9 @@ def sft_loss_sum(model, rows, clip, max_tokens: int, pad_id: int):
     import torch
 
     from computerrl.policy.logprobs import response_logprobs
-    from computerrl.policy.trainer import micro_batches
 
-    prompts = [r["prompt_ids"] for r in rows]
-    lengths = [len(r["prompt_ids"]) + len(r["response_ids"]) for r in rows]
-    total = 0.0
-    for batch in micro_batches(prompts, lengths, max_tokens, seed=0):
-        logp = response_logprobs(model, [prompts[i] for i in batch], [rows[i]["response_ids"] for i in batch],
-                                 pad_id=pad_id)
-        loss = -torch.cat(logp).sum()
-        loss.backward()
-        total += loss.item()
-    return total
+    return _over_micro_batches(model, rows, max_tokens, lambda batch: -torch.cat(response_logprobs(
+        model, [rows[i]["prompt_ids"] for i in batch], [rows[i]["response_ids"] for i in batch], pad_id=pad_id)).sum())
 
 
 IMPLEMENTATIONS = {"stage": stage_loss_sum, "plain": plain_loss_sum, "sft": sft_loss_sum}

@@ -113,7 +113,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     from rich.console import Console
 
     from computerrl.data.datasets_io import lineage
-    from computerrl.policy.checkpoint import load_model, policy_version, resolve
+    from computerrl.policy.checkpoint import policy_version, resolve
     from computerrl.policy.grpo_loss import Clip, group_advantages, rows_loss
     from computerrl.policy.trainer import Trainer, micro_batches, new_version, progress
 
@@ -143,7 +143,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
         answers = [r["response_ids"] for r in rows]
         fixed = trainer.state.setdefault("fixed", {})  # πold and πref per token, taken before the first update
         if "old" not in fixed:
-            fixed.update(_fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature, load_model, resolve))
+            fixed.update(_fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature))
             trainer.save_state()
         old = [torch.tensor(x) for x in fixed["old"]]
         weight = [torch.tensor(x) if x is not None else None for x in fixed["weight"]]
@@ -186,11 +186,12 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     return summary
 
 
-def _fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature, load_model, resolve) -> dict:
+def _fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature) -> dict:
     """πold per token (the sampler's numbers, or the trainer's for rows of another engine, with the
     truncated importance weight) and πref per token when beta > 0, as lists (saved for a resume)."""
     import torch
 
+    from computerrl.policy.checkpoint import load_model, resolve
     from computerrl.policy.grpo_loss import truncated_is_weight
     from computerrl.policy.logprobs import response_logprobs
     from computerrl.policy.trainer import micro_batches
