@@ -34,8 +34,10 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 OUTPUT_LIMIT = 1 << 20  # bytes of a command's stdout / stderr sent back
+KILL_WAIT_S = 5.0  # how long kill_all waits for its victims to be reaped
 children: dict[int, subprocess.Popen] = {}
 lock = threading.Lock()
 
@@ -91,25 +93,47 @@ def all_pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != 1]
 
 
+def state_and_parent(pid: int) -> tuple[str, int]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return "", 0  # gone meanwhile
+
+
 def kill_all(req: dict) -> dict:
     # This pid namespace holds exactly the desktop's processes: whatever escaped its parent, cleared
     # its environment or started a new session is still here. Forks racing the sweep: sweep again.
-    keep, killed = set(req.get("keep", [])) | {os.getpid()}, 0
-    for _ in range(50):
-        victims = [p for p in all_pids() if p not in keep]
-        if not victims:
-            break
-        for pid in victims:
+    # A killed process lingers as a zombie until its parent reaps it (bubblewrap's pid 1 once its own
+    # parent died, or we): wait for those, so a caller never sees one. A kept process's zombie
+    # children are its own business.
+    me = os.getpid()
+    keep, killed = set(req.get("keep", [])) - {me}, set()
+    deadline = time.monotonic() + KILL_WAIT_S
+    while time.monotonic() < deadline:
+        waiting = False
+        for pid in all_pids():
+            if pid in keep or pid == me:
+                continue
+            state, parent = state_and_parent(pid)
+            if state == "Z":
+                waiting |= parent not in keep
+                continue
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed += 1
+                killed.add(pid)
+                waiting = True
             except ProcessLookupError:
                 pass
+        if not waiting:
+            break
         poll({"pids": list(children)})
+        time.sleep(0.01)
     with lock:
         for pid in [p for p, c in children.items() if c.returncode is not None]:
             del children[pid]
-    return {"killed": killed}
+    return {"killed": len(killed)}
 
 
 def wipe(req: dict) -> dict:
