@@ -3,7 +3,8 @@
 whoever wrote it, and the reward rule is applied in exactly one place (`step_reward`).
 
 The policy is anything with `act(instruction, observation, history) -> Decision` (a chat, an
-answer, token ids, log-probs) and the attributes `version` and `engine_name` (`policy.agent`).
+answer, token ids, log-probs), `episode()` (a context around an episode's steps) and the
+attributes `version` and `engine_name` (`policy.agent`).
 An episode whose desktop or server is lost, or whose task could not be set up, comes back with
 `error` set and is never rewarded as a failure: the stages keep such rows out of training.
 """
@@ -58,29 +59,30 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
     instruction = task.get("instruction", "")
     history: list[tuple[str, str]] = []
     info: dict[str, Any] = {}
-    for step in range(env.max_steps):
-        decision = policy.act(instruction, obs, history)
-        shown = obs
-        obs, _, terminated, truncated, info = env.step(decision.response)
-        if info.get("aborted"):
-            return _aborted(out, f"desktop lost at step {step}: {info['aborted']}", t0)
-        row = {"task_id": task_id, "domain": domain, "group_id": group_id, "sample": sample, "step": step,
-               "instruction": instruction,
-               "observation": json.dumps({k: shown.get(k) for k in OBSERVATION_FIELDS}),
-               "messages": decision.messages, "response": decision.response,
-               "prompt_ids": decision.prompt_ids, "response_ids": decision.response_ids,
-               "behavior_logprobs": decision.logprobs, "entropy": decision.entropy,
-               "action": json.dumps(info["action"]) if info.get("action") is not None else "",
-               "action_valid": bool(info["action_valid"]), "exec_result": info.get("exec_result", ""),
-               "success": False, "score": 0.0, "reward": 0.0, "done": False,
-               "env_id": getattr(env, "env_id", ""), "policy_version": policy.version,
-               "engine": decision.engine or policy.engine_name, "error": ""}
-        if screenshots:
-            row["screenshot"] = {"bytes": shown.get("screenshot") or None, "path": None}
-        out.rows.append(row)
-        history.append((decision.response, info.get("exec_result", "")))
-        if terminated or truncated:
-            break
+    with policy.episode():  # the policy batches the chats of the episodes in play
+        for step in range(env.max_steps):
+            decision = policy.act(instruction, obs, history)
+            shown = obs
+            obs, _, terminated, truncated, info = env.step(decision.response)
+            if info.get("aborted"):
+                return _aborted(out, f"desktop lost at step {step}: {info['aborted']}", t0)
+            row = {"task_id": task_id, "domain": domain, "group_id": group_id, "sample": sample, "step": step,
+                   "instruction": instruction,
+                   "observation": json.dumps({k: shown.get(k) for k in OBSERVATION_FIELDS}),
+                   "messages": decision.messages, "response": decision.response,
+                   "prompt_ids": decision.prompt_ids, "response_ids": decision.response_ids,
+                   "behavior_logprobs": decision.logprobs, "entropy": decision.entropy,
+                   "action": json.dumps(info["action"]) if info.get("action") is not None else "",
+                   "action_valid": bool(info["action_valid"]), "exec_result": info.get("exec_result", ""),
+                   "success": False, "score": 0.0, "reward": 0.0, "done": False,
+                   "env_id": getattr(env, "env_id", ""), "policy_version": policy.version,
+                   "engine": decision.engine or policy.engine_name, "error": ""}
+            if screenshots:
+                row["screenshot"] = {"bytes": shown.get("screenshot") or None, "path": None}
+            out.rows.append(row)
+            history.append((decision.response, info.get("exec_result", "")))
+            if terminated or truncated:
+                break
     out.score = float(info.get("score", 0.0))
     out.detail = info.get("score_detail", "")
     out.success = out.score >= 1.0

@@ -2,19 +2,23 @@
 so expert rows, rollout rows and eval see the same prompts.
 
 - `ModelPolicy`: a generation engine behind a batcher. Episodes on many desktops call `act` from
-  their own threads; the batcher gathers the chats pending at that moment into one `generate`
-  call, so the model works on a batch while the desktops carry out the previous answers.
+  their own threads; the batcher gathers their chats into one `generate` call. A call costs about
+  as much for four chats as for one (decoding is overhead-bound), so it waits — a moment at most —
+  until every episode in play has asked, rather than answering whichever asked first.
 - `ExpertPolicy`: plays a task's reference solution, one line a step, through the same prompt.
 
 The episode loop (`envs.episode.play`) needs only `act(instruction, observation, history) ->
-Decision` and the attributes `version` and `engine_name`.
+Decision`, `episode()` (a context around an episode's steps) and the attributes `version` and
+`engine_name`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from typing import Callable, Sequence
 
@@ -51,15 +55,21 @@ class ExpertPolicy:
         code = self.solution[step] if step < len(self.solution) else "Agent.exit(success=False)"
         return Decision(messages, format_answer(code))
 
+    def episode(self):
+        return contextlib.nullcontext()
+
 
 class ModelPolicy:
     def __init__(self, engine: Engine, budgets: Budgets, *, version: str, max_batch: int = 8,
-                 gather_s: float = 0.02, seed: int = 0, on_batch: Callable[[int, float], None] | None = None):
-        """`max_batch`: chats per generate call; `gather_s`: how long a batch waits for more chats
-        once the first has come; `on_batch(size, seconds)`: told after every call (progress, benchmarks)."""
+                 gather_s: float = 2.0, seed: int = 0, on_batch: Callable[[int, float], None] | None = None):
+        """`max_batch`: chats per generate call; `gather_s`: how long a batch waits at most for the
+        episodes in play that have not asked yet (one still stepping its desktop);
+        `on_batch(size, seconds)`: told after every call (progress, benchmarks)."""
         self.engine, self.budgets, self.version = engine, budgets, version
         self.max_batch, self.gather_s, self.seed, self.on_batch = max_batch, gather_s, seed, on_batch
         self.calls = 0
+        self._playing = 0  # episodes inside `episode()`
+        self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
         self._worker = threading.Thread(target=self._serve, name="policy-batcher", daemon=True)
@@ -68,6 +78,17 @@ class ModelPolicy:
     @property
     def engine_name(self) -> str:
         return self.engine.name
+
+    @contextlib.contextmanager
+    def episode(self):
+        """Around an episode's steps: while it is in play, batches wait for its next chat."""
+        with self._lock:
+            self._playing += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._playing -= 1
 
     def act(self, instruction: str, observation: dict, history: Sequence[tuple[str, str]]) -> Decision:
         if self._closed:
@@ -78,20 +99,31 @@ class ModelPolicy:
         g = done.result()
         return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy, g.engine)
 
-    def _serve(self) -> None:
-        import time
+    def _gather(self) -> list:
+        """The next batch: the first chat, then the others of every episode in play (chats asked outside
+        an episode are taken as they are queued)."""
+        batch = [self._queue.get(timeout=0.5)]
+        deadline = time.monotonic() + self.gather_s
+        while len(batch) < self.max_batch:
+            try:
+                batch.append(self._queue.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            if len(batch) >= self._playing or time.monotonic() >= deadline:
+                break
+            try:
+                batch.append(self._queue.get(timeout=0.01))  # short: an episode may end meanwhile
+            except queue.Empty:
+                pass
+        return batch
 
+    def _serve(self) -> None:
         while not self._closed:
             try:
-                batch = [self._queue.get(timeout=0.5)]
+                batch = self._gather()
             except queue.Empty:
                 continue
-            deadline = time.monotonic() + self.gather_s
-            while len(batch) < self.max_batch:
-                try:
-                    batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
-                except queue.Empty:
-                    break
             t0 = time.monotonic()
             try:
                 gens = self.engine.generate([m for m, _ in batch], seed=self.seed * 1_000_003 + self.calls)

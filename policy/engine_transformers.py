@@ -4,11 +4,10 @@ Chats go through the checkpoint's own chat template, are left-padded into one ba
 with temperature only (no top-k / top-p, so the distribution is the one the trainer recomputes).
 Log-probabilities come from the raw logits `generate` returns, divided by the temperature.
 
-On a CPU, batching buys little (the prompt's forward pass is compute-bound) while the system
-prompt — setup, the API classes, the task — is most of every prompt and repeats over a
-trajectory's steps and a group's samples. So there the engine keeps the KV cache of recent system
-prompts and samples the chats that share one together, from its cached keys and values
-(`prefix_cache`).
+On a CPU the system prompt — setup, the API classes, the task — is most of every prompt and
+repeats over a trajectory's steps, a group's samples and (but for the task) every task of an app.
+So there the engine keeps the KV cache of recent heads — the longest common beginning of a batch's
+system prompts — and samples the whole batch in one call from it (`prefix_cache`).
 """
 
 from __future__ import annotations
@@ -56,24 +55,29 @@ class TransformersEngine:
             with torch.no_grad():
                 if not self.prefix_cache:
                     return self._sample(prompts)
-                # Chats that share a system prompt are sampled together from its cached keys and values.
-                groups: dict[tuple, list[int]] = {}
-                for k, (chat, prompt) in enumerate(zip(chats, prompts)):
-                    groups.setdefault(self._head(chat, prompt), []).append(k)
-                results: list = [None] * len(chats)
-                for head, members in groups.items():
-                    for k, g in zip(members, self._sample([prompts[k] for k in members], head)):
-                        results[k] = g
-                return results
+                return self._sample(prompts, self._head(chats, prompts))
         finally:
             self.model.train(was_training)
 
-    def _head(self, chat: list[dict[str, str]], prompt: list[int]) -> tuple:
-        """The tokens of the chat's system message when the prompt starts with them, else ()."""
-        head = self.tokenizer(self.tokenizer.apply_chat_template(chat[:1], tokenize=False),
-                              add_special_tokens=False).input_ids
-        ok = chat[0]["role"] == "system" and len(head) < len(prompt) and prompt[:len(head)] == head
-        return tuple(head) if ok else ()
+    def _head(self, chats: list[list[dict[str, str]]], prompts: list[list[int]]) -> tuple:
+        """The tokens that begin every prompt of the batch and lie in every chat's system message, else ().
+        Where the system messages differ (other tasks), the head ends with the last whole line they
+        share, so batches of other task mixes find the same cached head."""
+        systems = []
+        for chat, prompt in zip(chats, prompts):
+            system = self.tokenizer(self.tokenizer.apply_chat_template(chat[:1], tokenize=False),
+                                    add_special_tokens=False).input_ids
+            if chat[0]["role"] != "system" or prompt[:len(system)] != system:
+                return ()
+            systems.append(system)
+        n = min(len(systems[0]), min(map(len, prompts)) - 1)  # each prompt keeps a token of its own
+        for system in systems[1:]:
+            n = min(n, next((i for i, (a, b) in enumerate(zip(systems[0], system)) if a != b), n))
+        if any(len(system) != n for system in systems):
+            while n and not self.tokenizer.decode(systems[0][n - 1]).endswith("\n"):
+                n -= 1
+        return tuple(systems[0][:n])
+
 
     def _prefix_cache(self, head: tuple, batch: int):
         """A copy of the KV cache of `head` for `batch` rows (computed once, kept for later steps and samples)."""
@@ -131,3 +135,4 @@ class TransformersEngine:
 
     def close(self) -> None:
         self.model = None
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -76,7 +77,9 @@ def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
     chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["small"], engine.count_tokens) for v in (1, 22)]
     chats[1] = chats[1][:1] + [{"role": "user", "content": "Short one."}]  # very different prompt lengths
     chats.append(chats[1][:1] + [{"role": "user", "content": "A longer one: " + "cell " * 40}])  # same system prompt
-    assert engine.prefix_cache  # on a CPU: chats 1 and 2 are sampled together from one cached system prompt
+    assert engine.prefix_cache  # on a CPU: one call from the cached head they share (up to the task's line)
+    head = engine._head(chats, [engine.chat_ids(c) for c in chats])
+    assert engine.tokenizer.decode(head).endswith("\n\n") and "Task:" not in engine.tokenizer.decode(head)
     gens = engine.generate(chats, seed=3)
     assert all(g.response_ids and len(g.logprobs) == len(g.response_ids) for g in gens)
     assert all(lp <= 0 for g in gens for lp in g.logprobs)
@@ -95,16 +98,22 @@ def test_the_same_seed_samples_the_same_answers(engine):
     assert engine.generate(chats, seed=11)[0].response_ids == engine.generate(chats, seed=11)[0].response_ids
 
 
-def test_the_batcher_answers_concurrent_episodes_in_one_generate_call(engine):
+def test_the_batcher_waits_for_every_episode_in_play(engine):
+    """One episode still stepping its desktop when the others ask: the batch waits for it, and all
+    three are answered by one generate call."""
     from computerrl.policy.agent import ModelPolicy
 
     sizes = []
-    policy = ModelPolicy(engine, BUDGETS["small"], version="v", max_batch=8, gather_s=0.5,
+    policy = ModelPolicy(engine, BUDGETS["small"], version="v", max_batch=8, gather_s=5.0,
                          on_batch=lambda n, s: sizes.append(n))
     answers = {}
+    in_play = threading.Barrier(3)
 
     def episode(k: int) -> None:
-        answers[k] = policy.act(f"Put {k} in B2.", OBS, [])
+        with policy.episode():
+            in_play.wait()
+            time.sleep(0.5 * (k == 2))  # its desktop is slower
+            answers[k] = policy.act(f"Put {k} in B2.", OBS, [])
 
     threads = [threading.Thread(target=episode, args=(k,)) for k in range(3)]
     for t in threads:
