@@ -83,17 +83,21 @@ def schedule_plot(run: Path, evaluated: list[str]) -> Path:
         if phase.startswith("rl"):
             top.plot(xs, [p["reward"] for p in mine], "o-", ms=3, color=colour, label=f"{phase} rollout reward")
     x = -1  # base is evaluated before any training; a phase that trained nothing sits where the last one ended
-    for phase in evaluated:
+    for k, phase in enumerate(evaluated):
         x = ends.get(phase, x)
         summary = run / f"eval-{phase}" / "summary.json"
         if summary.exists():
-            rate = json.loads(summary.read_text())["overall"]["success_rate"]
-            top.plot([x], [rate], "s", color=colours.get(phase, "black"), ms=7)
-            top.annotate(f"eval {phase}", (x, rate), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            overall = json.loads(summary.read_text())["overall"]
+            colour = colours.get(phase, "black")
+            top.plot([x], [overall["success_rate"]], "s", color=colour, ms=7)
+            top.annotate(f"eval {phase}", (x, overall["success_rate"]), textcoords="offset points",
+                         xytext=(4, 6 if k % 2 else -12), fontsize=7)  # alternate sides: phases end close together
+            bottom.plot([x], [overall["mean_entropy"]], "s", color=colour, ms=6, mfc="none")
     top.set_ylabel("reward / eval success")
     top.set_ylim(-0.05, 1.05)
     top.legend(fontsize=7, loc="upper left")
-    bottom.set_ylabel("token entropy (nats)")
+    bottom.set_ylabel("token entropy (nats)\nline: training batch; □: eval")
+    bottom.set_yscale("log")  # BC starts near 2 nats, RL moves in hundredths
     bottom.set_xlabel("optimizer step across the schedule")
     bottom.legend(fontsize=7)
     fig.suptitle("Entropulse: BC → RL → SFT on successes → RL")
