@@ -12,6 +12,7 @@ system prompts — and samples the whole batch in one call from it (`prefix_cach
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from computerrl.policy.checkpoint import load_model, load_tokenizer
@@ -70,14 +71,11 @@ class TransformersEngine:
             if chat[0]["role"] != "system" or prompt[:len(system)] != system:
                 return ()
             systems.append(system)
-        n = min(len(systems[0]), min(map(len, prompts)) - 1)  # each prompt keeps a token of its own
-        for system in systems[1:]:
-            n = min(n, next((i for i, (a, b) in enumerate(zip(systems[0], system)) if a != b), n))
+        n = min(len(os.path.commonprefix(systems)), min(map(len, prompts)) - 1)  # each prompt keeps a token
         if any(len(system) != n for system in systems):
             while n and not self.tokenizer.decode(systems[0][n - 1]).endswith("\n"):
                 n -= 1
         return tuple(systems[0][:n])
-
 
     def _prefix_cache(self, head: tuple, batch: int):
         """A copy of the KV cache of `head` for `batch` rows (computed once, kept for later steps and samples)."""
@@ -135,4 +133,3 @@ class TransformersEngine:
 
     def close(self) -> None:
         self.model = None
-
