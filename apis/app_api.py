@@ -11,10 +11,10 @@ module is imported inside them, so the parser and the trainer never need LibreOf
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
-from computerrl.apis.paths import as_osworld, in_home
+from computerrl.apis.paths import in_home
 from computerrl.apis.registry import REGISTRY
 from computerrl.data.registry import Registry
 
@@ -24,41 +24,53 @@ class ApiError(Exception):
 
 
 class AppApi:
-    """Base of an implementation: one instance per call, bound to the focused document."""
+    """Base of an implementation: one instance per call, bound to the focused document.
+
+    Paths are the desktop's (/home/user/…): checked as text here, and looked up only by
+    LibreOffice itself, inside the desktop's sandbox (`ctx`'s SimpleFileAccess)."""
 
     app: ClassVar[str]  # focused app it needs: "calc", "writer" or "impress"
     service: ClassVar[str]  # UNO service the document must support
 
-    def __init__(self, doc: Any, home: Path):
-        self.doc, self.home = doc, home  # home: the desktop's home folder, OSWorld's /home/user
+    def __init__(self, doc: Any, ctx: Any):
+        self.doc, self.ctx = doc, ctx  # ctx: the office's UNO component context
 
-    def path(self, given: str, what: str = "file_path") -> Path:
+    def path(self, given: str, what: str = "file_path") -> PurePosixPath:
         """A path the model gave, on this desktop: only inside its home folder (/home/user/…)."""
         try:
             if not given.startswith(("/", "~")):
                 raise ValueError("relative")  # the model must say where: relative paths are ambiguous
-            return in_home(self.home, given)
+            return in_home(given)
         except ValueError:
             raise ApiError(f"{what} {given!r} must be in the home folder, like /home/user/report.pdf") from None
 
-    def existing(self, given: str, what: str = "file_path") -> Path:
+    def existing(self, given: str, what: str = "file_path") -> PurePosixPath:
         path = self.path(given, what)
-        if not path.is_file():
+        if not self.is_file(path):
             raise ApiError(f"no file at {given!r}")
         return path
 
-    def shown(self, path: Path) -> str:
-        """A desktop path as the agent (and LibreOffice, in the sandbox) knows it: /home/user/…."""
-        return as_osworld(self.home, path)
+    def _files(self):
+        return self.ctx.ServiceManager.createInstanceWithContext("com.sun.star.ucb.SimpleFileAccess", self.ctx)
 
-    def url(self, path: Path) -> str:
+    def is_file(self, path: PurePosixPath) -> bool:
+        url = self.url(path)
+        files = self._files()
+        return files.exists(url) and not files.isFolder(url)
+
+    def is_dir(self, path: PurePosixPath) -> bool:
+        url = self.url(path)
+        files = self._files()
+        return files.exists(url) and files.isFolder(url)
+
+    def url(self, path: PurePosixPath) -> str:
         """The file URL LibreOffice (in the desktop's sandbox) knows `path` by."""
         import uno
 
-        return uno.systemPathToFileUrl(self.shown(path))
+        return uno.systemPathToFileUrl(str(path))
 
-    def local(self, url: str) -> Path:
-        """The path of a document's URL on this side (a document outside home is refused)."""
+    def local(self, url: str) -> PurePosixPath:
+        """The path of a document's URL (a document outside home is refused)."""
         import uno
 
         return self.path(uno.fileUrlToSystemPath(url), "the document's location")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from computerrl.apis.app_api import ApiError, AppApi, implements
@@ -355,7 +355,7 @@ class CalcApi(AppApi):
         except Exception as e:  # noqa: BLE001 - an IOException from UNO: a path it cannot write
             raise ApiError(f"could not write {url}: {getattr(e, 'Message', e) or type(e).__name__}") from None
 
-    def _doc_path(self, suffix: str) -> Path:
+    def _doc_path(self, suffix: str) -> PurePosixPath:
         import uno
 
         if not self.doc.hasLocation():
@@ -425,7 +425,7 @@ class CalcApi(AppApi):
         path = self._doc_path(".csv")
         # comma-separated, '"' quotes, UTF-8 (76), from line 1; Calc exports the active sheet.
         self._store(self.url(path), "Text - txt - csv (StarCalc)", FilterOptions="44,34,76,1")
-        return f"Exported sheet {self._active.getName()!r} to {self.shown(path)}"
+        return f"Exported sheet {self._active.getName()!r} to {path}"
 
     def sort_column(self, column_name: str, ascending: bool = True, start_index: int = 2) -> str:
         sheet = self._active
@@ -720,7 +720,7 @@ class CalcApi(AppApi):
         if open_after_export:
             desktop = self._controller.getFrame().getCreator()
             desktop.loadComponentFromURL(url, "_blank", 0, ())
-        return f"Exported to {self.shown(path)}"
+        return f"Exported to {path}"
 
     def set_zoom_level(self, zoom_percentage: int) -> None:
         self._controller.ZoomType = 3  # com.sun.star.view.DocumentZoomType.BY_VALUE

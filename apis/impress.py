@@ -16,7 +16,7 @@ LibreOffice. Every method runs on LibreOffice's main thread (see `Desktop.run_ap
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from computerrl.apis.app_api import ApiError, AppApi, implements
@@ -243,7 +243,7 @@ class ImpressApi(AppApi):
         return provider.createInstanceWithArguments("com.sun.star.configuration.ConfigurationUpdateAccess",
                                                     (PropertyValue(Name="nodepath", Value=node),))
 
-    def _store(self, path: Path, filter_name: str, to: bool = True, **extra) -> None:
+    def _store(self, path: PurePosixPath, filter_name: str, to: bool = True, **extra) -> None:
         import uno
         from com.sun.star.beans import PropertyValue
 
@@ -254,7 +254,7 @@ class ImpressApi(AppApi):
             (self.doc.storeToURL if to else self.doc.storeAsURL)(url, tuple(props))
         except Exception as e:  # noqa: BLE001 - an IOException from UNO: a path it cannot write
             why = getattr(e, "Message", e) or type(e).__name__
-            raise ApiError(f"could not write {self.shown(path)}: {why}") from None
+            raise ApiError(f"could not write {path}: {why}") from None
 
     def _place(self, slide, shape, position: dict | None, size: dict | None = None) -> None:
         import uno
@@ -437,16 +437,16 @@ class ImpressApi(AppApi):
 
     def save_as(self, file_path: str, overwrite: bool = False) -> str:
         path = self.path(file_path)
-        if not path.parent.is_dir():
-            raise ApiError(f"folder {self.shown(path.parent)!r} does not exist")
-        if path.exists() and not overwrite:
-            raise ApiError(f"{self.shown(path)!r} already exists; pass overwrite=True to replace it")
+        if not self.is_dir(path.parent):
+            raise ApiError(f"folder {str(path.parent)!r} does not exist")
+        if self.is_file(path) and not overwrite:
+            raise ApiError(f"{str(path)!r} already exists; pass overwrite=True to replace it")
         suffix = path.suffix.lower()
         if suffix not in _SAVE_FILTERS:
             raise ApiError(f"unknown extension {suffix or '(none)'!r}; use one of {', '.join(_SAVE_FILTERS)}")
         # storeAsURL would make a PDF "the document's file"; a PDF is an export.
         self._store(path, _SAVE_FILTERS[suffix], to=suffix == ".pdf", Overwrite=overwrite)
-        return f"Saved to {self.shown(path)}"
+        return f"Saved to {path}"
 
     def insert_image(self, slide_index: int, image_path: str, width: float | None = None,
                      height: float | None = None, position: dict | None = None) -> str:
@@ -460,7 +460,7 @@ class ImpressApi(AppApi):
         graphic = shape.Graphic
         if graphic is None:
             slide.remove(shape)
-            raise ApiError(f"{self.shown(path)!r} is not an image LibreOffice can read")
+            raise ApiError(f"{str(path)!r} is not an image LibreOffice can read")
         natural = graphic.Size100thMM
         if natural.Width <= 0 or natural.Height <= 0:  # pixels only: 96 dpi
             pixels = graphic.SizePixel
@@ -529,8 +529,8 @@ class ImpressApi(AppApi):
 
     def export_to_image(self, file_path: str, format: str, slide_index: int | None = None) -> str:
         path = self.path(file_path)
-        if not path.parent.is_dir():
-            raise ApiError(f"folder {self.shown(path.parent)!r} does not exist")
+        if not self.is_dir(path.parent):
+            raise ApiError(f"folder {str(path.parent)!r} does not exist")
         filter_name = f"impress_{_IMAGE_FILTERS[format]}_Export"
         controller, pages = self._controller, self._pages
         current = controller.getCurrentPage()
@@ -544,7 +544,7 @@ class ImpressApi(AppApi):
                 written.append(target.name)
         finally:
             controller.setCurrentPage(current)
-        return f"Exported {', '.join(written)} to {self.shown(path.parent)}"
+        return f"Exported {', '.join(written)} to {path.parent}"
 
     # --- observation ---
 

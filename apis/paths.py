@@ -1,31 +1,30 @@
-"""Paths that tasks and the model write as on OSWorld's VM, mapped onto one desktop's home folder."""
+"""Paths as tasks and the model write them on OSWorld's VM, where the user's folder is /home/user.
+
+They are sandbox paths, resolved only inside the desktop's sandbox (by LibreOffice, the keeper):
+here they are normalised as text, never looked up on the env server's side.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import posixpath
+from pathlib import PurePosixPath
 
 OSWORLD_HOME = "/home/user"  # the user folder OSWorld's tasks name
 
 
-def in_home(home: Path, path: str) -> Path:
-    """`/home/user/…` or `~/…` (or a relative path) inside `home`; ValueError for anything outside it."""
+def desktop_path(path: str) -> str:
+    """A path on the desktop: ~/… and relative paths are in /home/user; absolute ones as given (normalised)."""
     p = str(path)
-    for prefix in (OSWORLD_HOME, "~"):
-        if p == prefix or p.startswith(prefix + "/"):
-            p = p[len(prefix):].lstrip("/")
-            break
-    else:
-        if p.startswith("/") and not Path(p).resolve().is_relative_to(home.resolve()):
-            raise ValueError(f"path {path!r} is outside the home folder ({OSWORLD_HOME})")
-    resolved = (home / p).resolve()
-    if not resolved.is_relative_to(home.resolve()):
-        raise ValueError(f"path {path!r} leaves the home folder")
-    return resolved
+    if p == "~" or p.startswith("~/"):
+        p = OSWORLD_HOME + p[1:]
+    elif not p.startswith("/"):
+        p = f"{OSWORLD_HOME}/{p}"
+    return posixpath.normpath(p)
 
 
-def as_osworld(home: Path, path: Path) -> str:
-    """How the agent should see a path of this desktop: under /home/user."""
-    try:
-        return f"{OSWORLD_HOME}/{path.resolve().relative_to(home.resolve())}"
-    except ValueError:
-        return str(path)
+def in_home(path: str) -> PurePosixPath:
+    """`desktop_path(path)` when it lies in /home/user; ValueError for anything outside it (`..` included)."""
+    p = desktop_path(path)
+    if p != OSWORLD_HOME and not p.startswith(OSWORLD_HOME + "/"):
+        raise ValueError(f"path {path!r} is outside the home folder ({OSWORLD_HOME})")
+    return PurePosixPath(p)

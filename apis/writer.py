@@ -396,8 +396,8 @@ class WriterApi(AppApi):
         import uno
 
         path = self.path(image_path, "image_path")
-        if not path.is_file():
-            raise ApiError(f"no image file at {self.shown(path)}")
+        if not self.is_file(path):
+            raise ApiError(f"no image file at {path}")
         graphic = self.doc.createInstance("com.sun.star.text.TextGraphicObject")
         graphic.AnchorType = uno.Enum("com.sun.star.text.TextContentAnchorType", "AS_CHARACTER")
         graphic.GraphicURL = self.url(path)
@@ -406,7 +406,7 @@ class WriterApi(AppApi):
         actual = graphic.ActualSize  # known once inserted: the picture's own size in 1/100 mm
         if actual.Width <= 0 or actual.Height <= 0:
             graphic.dispose()
-            raise ApiError(f"{self.shown(path)} is not an image LibreOffice can read")
+            raise ApiError(f"{path} is not an image LibreOffice can read")
         size = uno.createUnoStruct("com.sun.star.awt.Size")
         if width is None and height is None:
             size.Width, size.Height = actual.Width, actual.Height
@@ -453,7 +453,7 @@ class WriterApi(AppApi):
                 PropertyValue(Name="ExportNotes", Value=include_comments))
         self._store(self.url(path), "writer_pdf_Export",
                     FilterData=uno.Any("[]com.sun.star.beans.PropertyValue", data))
-        return self.shown(path)
+        return str(path)
 
     def set_paragraph_alignment(self, alignment: str, paragraph_indices: list | None = None) -> str:
         n = self._set_on_paragraphs(paragraph_indices, ParaAdjust=PARA_ADJUST[alignment])

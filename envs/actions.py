@@ -52,7 +52,7 @@ class GuiActions:
 
     def _xdotool(self, *argv: str, timeout_s: float = 30.0) -> None:
         try:
-            r = subprocess.run(["xdotool", *argv], env=self.d.env, capture_output=True, timeout=timeout_s)
+            r = subprocess.run(["xdotool", *argv], env=self.d.x_env, capture_output=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise ActionError(f"xdotool did not finish within {timeout_s:.0f} s") from None
         if r.returncode != 0:

@@ -66,6 +66,10 @@ class EnvClient:
     def health(self, timeout_s: float = 5.0):
         return self._call("Health", env_pb2.HealthRequest(), timeout_s)
 
+    def rebuild(self, desktop: int = 0, why: str = "", timeout_s: float = 120.0):
+        """A fresh desktop in place of `desktop` (its episode is lost); its health once rebuilt."""
+        return self._call("Rebuild", env_pb2.RebuildRequest(desktop=desktop, why=why), timeout_s)
+
     def shutdown(self) -> None:
         """Ask the server to stop its desktops and exit."""
         self._call("Close", env_pb2.CloseRequest(), 10.0)
@@ -98,8 +102,12 @@ class DesktopEnv:
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         task = (options or {}).get("task")
         self.steps, self.aborted = 0, ""
-        obs = self.client.reset(self.desktop, task, seed=seed or 0, screenshot=self.screenshot,
-                                task_dir=str((options or {}).get("task_dir", "")))
+        try:
+            obs = self.client.reset(self.desktop, task, seed=seed or 0, screenshot=self.screenshot,
+                                    task_dir=str((options or {}).get("task_dir", "")))
+        except EnvLost as e:  # the pool counts it against the desktop
+            self.aborted = str(e)
+            raise
         self.episode = obs.episode
         self._last_obs = observation_dict(obs)
         return self._last_obs, {"task_id": (task or {}).get("id", ""), "episode": self.episode,

@@ -2,17 +2,21 @@
 
 Xvfb runs beside the env server; everything the agent or a task can reach (LibreOffice, the
 terminal, browsers, task commands) runs in the desktop's sandbox (`envs/sandbox.py`), which the
-server drives through sockets only the two share: X, the AT-SPI bus and LibreOffice's UNO pipe.
-A desktop is as cheap as its processes: no VM, no boot. `reset()` restores a clean state in place
-(close documents, kill everything the episode started, empty home and /tmp), so one desktop
-serves thousands of episodes; `health()` says what died when something did.
+server drives through sockets only the two share: X (with this desktop's cookie), the AT-SPI bus
+and LibreOffice's UNO pipe. A desktop is as cheap as its processes: no VM, no boot. `reset()`
+restores a clean state in place (close documents, kill everything the episode started, empty
+every folder the desktop can write), so one desktop serves thousands of episodes; `health()`
+says what died when something did. Its limits (`Limits`) bound what one desktop may take.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import re
 import secrets
+import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,17 +24,21 @@ from pathlib import Path
 
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
+from computerrl.envs.cgroup import Cgroup
 from computerrl.envs.office import FACTORIES, Office, office_env
-from computerrl.envs.sandbox import (CONF, HOME, PATH, RUN, TMP, VAR, X11, Sandbox, SandboxError, SandboxProcess,
-                                     check_bwrap, start_xvfb)
-from computerrl.envs.x11 import Screen, Window
+from computerrl.envs.sandbox import (CONF, HOME, PATH, PRIVATE, RUN, SHM, TMP, VAR, X11, Limits, Sandbox, SandboxError,
+                                     SandboxProcess, check_bwrap, start_xvfb)
+from computerrl.envs.x11 import Screen, Window, xauthority
+
+log = logging.getLogger("computerrl.envs.desktop")
 
 APP_INFO_CHARS = 5000  # budget of the observation's app_info (ComputerRL trims it to 5,000 too)
-OFFICE_CLOSE_S = 1.0  # how long closed documents' windows may linger before the office is restarted
 ANSI_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][A-Za-z0-9]|[=>])")
 HOME_SKELETON = ("Desktop", "Documents", "Downloads", "Pictures", "Music", "Videos")
 LOGS, TERMINALS = f"{VAR}/logs", f"{VAR}/terminal"  # the apps' logs; the terminals' session logs
 BUS_TIMEOUT_S = 10.0  # for a D-Bus daemon to listen
+HEALTH_TIMEOUT_S = 5.0  # a session that does not answer the watchdog's poll this fast is stuck
+SERVICES = ("dbus", "a11y-bus", "openbox")
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
 <openbox_config xmlns="http://openbox.org/3.4/rc">
@@ -91,14 +99,17 @@ class Desktop:
     """A desktop's processes and state. Not thread-safe: the env server serializes calls."""
 
     def __init__(self, workdir: Path, *, width: int = 1920, height: int = 1080, a11y_lines: int = 300,
-                 file_cache: Path | None = None, network: bool = False):
+                 file_cache: Path | None = None, network: bool = False, limits: Limits = Limits()):
         self.workdir = Path(workdir).resolve()
         self.width, self.height, self.a11y_lines = width, height, a11y_lines
         self.file_cache = Path(file_cache).resolve() if file_cache else None  # tasks' `download` reads it
-        self.network = network  # whether the sandbox shares the host's network
-        self.home = self.workdir / "home"  # /home/user as the env server sees it (read it through the sandbox)
+        self.network = network  # whether the sandbox has outbound network (a namespace of its own, slirp4netns)
+        self.limits = limits
         self.env: dict[str, str] = {}  # the environment of every process started in the sandbox
+        self.x_env: dict[str, str] = {}  # the environment of the server's own X clients (xdotool)
         self.sandbox: Sandbox | None = None
+        self.cgroup: Cgroup | None = None
+        self._bus_fd = -1  # O_PATH descriptor of the AT-SPI bus's socket (see Sandbox.open_socket)
         self._xvfb: subprocess.Popen | None = None
         self._services: dict[str, SandboxProcess] = {}  # D-Bus, the AT-SPI bus, openbox
         self._keep: set[int] = set()  # sandbox pids that a reset spares (services and what they started)
@@ -123,39 +134,55 @@ class Desktop:
     def _start(self, office: bool) -> "Desktop":
         check_bwrap()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._xvfb, display = start_xvfb(self.workdir, self.width, self.height)
-        self.sandbox = Sandbox(self.workdir, x11_dir=self.workdir / "x11", network=self.network)
-        (self.workdir / "conf").mkdir(exist_ok=True)
-        (self.workdir / "conf" / "openbox.xml").write_text(OPENBOX_RC)
-        (self.workdir / "conf" / "a11y-bus.conf").write_text(A11Y_BUS_CONF)
+        conf = self.workdir / "conf"
+        conf.mkdir(exist_ok=True)
+        if self.limits.memory_mb:
+            self.cgroup, why_not = Cgroup.make(f"computerrl-{os.getpid()}-{secrets.token_hex(4)}",
+                                               self.limits.memory_mb * (1 << 20))
+            if self.cgroup is None:
+                log.warning("desktop %s: its memory is not capped (no writable cgroup: %s)", self.workdir, why_not)
+        # This desktop's X cookie: Xvfb and the server hold it on the host, the sandbox a read-only copy.
+        auth = xauthority(secrets.token_bytes(16), [socket.gethostname(), "desktop"])
+        for path, mode in ((self.workdir / "xauth", 0o600), (conf / "Xauthority", 0o644)):
+            path.write_bytes(auth)
+            os.chmod(path, mode)
+        self._xvfb, display = start_xvfb(self.workdir, self.width, self.height, self.workdir / "xauth", self.cgroup)
+        self.x_env = {"PATH": PATH, "DISPLAY": display, "XAUTHORITY": str(self.workdir / "xauth")}
+        self.sandbox = Sandbox(self.workdir, x11_dir=self.workdir / "x11", network=self.network, limits=self.limits,
+                               cgroup=self.cgroup)
+        (conf / "openbox.xml").write_text(OPENBOX_RC)
+        (conf / "a11y-bus.conf").write_text(A11Y_BUS_CONF)
         self.sandbox.start()
         # A clean environment, as on OSWorld's VM: Debian's PATH and python3, the user's home.
         self.env = office_env({"PATH": PATH, "HOME": HOME, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/bash",
-                               "LANG": "C.UTF-8", "DISPLAY": display, "XDG_RUNTIME_DIR": RUN,
-                               "DBUS_SESSION_BUS_ADDRESS": f"unix:path={RUN}/bus",
+                               "LANG": "C.UTF-8", "DISPLAY": display, "XAUTHORITY": f"{CONF}/Xauthority",
+                               "XDG_RUNTIME_DIR": RUN, "DBUS_SESSION_BUS_ADDRESS": f"unix:path={RUN}/bus",
                                "AT_SPI_BUS_ADDRESS": f"unix:path={RUN}/at-spi-bus"})
-        self.sandbox.wipe([], skeleton=[LOGS, TERMINALS, f"{VAR}/office-tmp"])
-        self._restore_home()
+        self.office = Office(self.sandbox, {**self.env, "TMPDIR": f"{VAR}/office-tmp"}, f"{VAR}/lo-profile",
+                             f"{PRIVATE}/lo-profile", f"{LOGS}/soffice.log")
+        self.sandbox.wipe([], skeleton=[LOGS])
+        self._clear_files()
         self._service("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={RUN}/bus"])
         self._service("a11y-bus", ["dbus-daemon", f"--config-file={CONF}/a11y-bus.conf", "--nofork", "--nopidfile"])
         self._service("openbox", ["openbox", "--sm-disable", "--config-file", f"{CONF}/openbox.xml"])
-        self.screen = Screen(display)
-        bus = self.sandbox.host(f"{RUN}/at-spi-bus")
-        self._a11y = A11yReader(str(bus))
+        self.screen = Screen(display, str(self.workdir / "xauth"))
         # Asking for the registry starts it (D-Bus activation): now, so it counts among the services
         # below and apps find it from their first second. A bus whose socket exists may not listen yet.
-        self._wait_for(lambda: self.sandbox.host(f"{RUN}/bus").exists() and self._a11y_up(), "the D-Bus daemons")
+        self._wait_for(self._a11y_up, "the D-Bus daemons")
         self._keep = self.sandbox.pids()
-        self.office = Office(self.sandbox, {**self.env, "TMPDIR": f"{VAR}/office-tmp"}, f"{VAR}/lo-profile",
-                             f"computerrl-{secrets.token_hex(6)}", f"{LOGS}/soffice.log")
         if office:
             self.office.start()
         return self
 
     def _a11y_up(self) -> bool:
+        """Whether both buses listen (the AT-SPI one answering us)."""
         try:
+            os.close(self.sandbox.open_socket(f"{RUN}/bus"))
+            if self._a11y is None:  # once there, the socket is held by its descriptor: no path is followed again
+                self._bus_fd = self.sandbox.open_socket(f"{RUN}/at-spi-bus")
+                self._a11y = A11yReader(f"/proc/self/fd/{self._bus_fd}")
             return self._a11y.applications() is not None
-        except A11yError:
+        except (A11yError, OSError, SandboxError):
             return False
 
     def _service(self, name: str, argv: list[str]) -> None:
@@ -166,8 +193,17 @@ class Desktop:
         while not ready():
             dead = self.health()
             if dead or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start ({dead or 'timeout'}); see {self.workdir / 'var/logs'}")
+                raise RuntimeError(f"{what} did not start ({dead or 'timeout'}){self.logs_tail()}")
             time.sleep(0.01)
+
+    def logs_tail(self, chars: int = 1500) -> str:
+        """The end of each of the desktop's logs (they live in the sandbox), for error messages."""
+        try:
+            logs = {name: self.sandbox.read(f"{LOGS}/{name}.log") for name in (*SERVICES, "soffice")}
+        except (OSError, SandboxError):
+            return ""
+        return "".join(f"\n--- {LOGS}/{name}.log:\n{data[-chars:].decode(errors='replace')}"
+                       for name, data in logs.items() if data)
 
     def health(self) -> str:
         """'' when healthy, else what died (e.g. 'soffice exited with code -9')."""
@@ -178,13 +214,13 @@ class Desktop:
         watched = dict(self._services)
         if self.office is not None and self.office.proc is not None:
             watched["soffice"] = self.office.proc
-        try:  # one request for all: the watchdog asks every second
-            exited = self.sandbox.request({"op": "poll", "pids": [p.pid for p in watched.values()]})["exited"]
-        except (OSError, SandboxError) as e:  # the keeper stopped answering
-            return f"the sandbox does not answer: {e}"
+        try:  # one request for all, with a short deadline: the watchdog asks every second
+            exited = self.sandbox.poll([p.pid for p in watched.values()], timeout_s=HEALTH_TIMEOUT_S)
+        except (OSError, SandboxError) as e:  # the session is stuck or gone
+            return f"the desktop's session does not answer: {e}"
         for name, proc in watched.items():
-            if str(proc.pid) in exited:
-                proc.returncode = exited[str(proc.pid)]
+            if proc.pid in exited:
+                proc.returncode = exited[proc.pid]
                 return f"{name} exited with code {proc.returncode}"
         return ""
 
@@ -193,6 +229,9 @@ class Desktop:
         if self._a11y is not None:
             self._a11y.close()
             self._a11y = None
+        if self._bus_fd >= 0:
+            os.close(self._bus_fd)
+            self._bus_fd = -1
         if self.office is not None:
             self.office.disconnect()
         if self.screen is not None:
@@ -212,29 +251,31 @@ class Desktop:
                 self._xvfb.kill()
                 self._xvfb.wait(timeout=5)
             self._xvfb = None
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
 
     # ---- episodes ------------------------------------------------------------------------
     def reset(self) -> None:
-        """Back to a clean desktop: no documents, nothing the last episode started, empty home and /tmp."""
+        """Back to a clean desktop: nothing the last episode started runs, and every folder the
+        desktop can write is emptied (home, /tmp, /dev/shm, the runtime and state folders). The
+        office goes too: its next start (on first use) is from its pristine profile, so no
+        document, setting or macro of the episode carries over."""
         if self.office is not None:
-            if self.office.proc is None:
-                self.office.start()
-            self.office.close_documents()
-            # A modal dialog (Format Cells, Save As…) vetoes closing its document: restart the office.
-            if not self._windows_gone(lambda w: w.pid == self.office.proc.pid, OFFICE_CLOSE_S):
-                self.office.stop()
-                self.office.start()
+            self.office.stop()
         # The pid namespace holds exactly this desktop's processes: whatever escaped its parent,
         # started a new session or cleared its environment is killed here too.
-        self.sandbox.kill_all(self._keep | ({self.office.proc.pid} if self.office and self.office.running else set()))
-        self._restore_home()
+        self.sandbox.kill_all(self._keep)
+        self._clear_files()
         self.terminal_logs.clear()
         self.setup_notes.clear()
         self.last_result = ""
 
-    def _restore_home(self) -> None:
-        self.sandbox.wipe([HOME, TMP, TERMINALS], keep=[X11, f"{TMP}/OSL_PIPE_*"],
-                          skeleton=[f"{HOME}/{d}" for d in HOME_SKELETON])
+    def _clear_files(self) -> None:
+        """Every folder the desktop may write, emptied but for the sockets and logs of its services."""
+        self.sandbox.wipe([HOME, TMP, SHM, RUN, VAR, LOGS],
+                          keep=[X11, f"{RUN}/bus", f"{RUN}/at-spi-bus", LOGS, *(f"{LOGS}/{s}.log" for s in SERVICES)],
+                          skeleton=[TERMINALS, self.office.temp, *(f"{HOME}/{d}" for d in HOME_SKELETON)])
 
     def terminal_log_args(self) -> list[str]:
         """xterm options that log the session outside home (the vm_terminal_output getter reads it)."""
@@ -292,7 +333,7 @@ class Desktop:
             doc = self.office.desktop.getCurrentComponent()
             if doc is None or not doc.supportsService(impl.service):
                 raise ApiError(f"{api} needs a focused {impl.app} document; open or switch to one first")
-            result = getattr(impl(doc, self.home), name)(**args)
+            result = getattr(impl(doc, self.office.context), name)(**args)
             return "Done" if result is None else str(result)
 
         return self.office.on_main_thread(call)
@@ -305,15 +346,6 @@ class Desktop:
             return linearize(self._a11y.tree(pid, max_lines=self.a11y_lines, used=used), self.a11y_lines)
         except A11yError as e:  # an app busy past the deadline gives an empty tree, not a dead step
             return f"(accessibility tree unavailable: {e})"
-
-    def _windows_gone(self, predicate, timeout_s: float) -> bool:
-        """Whether every window matching `predicate` is gone within timeout_s (unmapping lags a little)."""
-        deadline = time.monotonic() + timeout_s
-        while any(predicate(w) for w in self.screen.windows()):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
-        return True
 
     def wait_for_window(self, predicate, timeout_s: float = 10.0) -> Window | None:
         """Poll the window list until a window matches (apps map their windows asynchronously)."""

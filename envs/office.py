@@ -2,12 +2,15 @@
 
 soffice.bin is started directly (not the `soffice` wrapper, whose oosplash parent would hide
 the real pid and restart a killed office behind our back). Its user profile lives outside the
-desktop's home, so resetting the home folder never touches it; the profile is seeded so no
-first-start wizard, tip-of-the-day or document-recovery dialog ever shows.
+desktop's home; it is seeded so no first-start wizard, tip-of-the-day or document-recovery
+dialog ever shows, and kept as it was after the first start in the keeper's private folder:
+every later start begins from that pristine copy, so nothing an episode did to the office (its
+settings, macros, templates, files in its profile) reaches the next.
 
-The UNO pipe is a socket in the sandbox's /tmp, which the env server reaches through the host
-side of that folder. UNO derives a pipe's path from its name (`/tmp/OSL_PIPE_<uid>_<name>`), so
-the server dials it through a symbolic link of a random name that lives only while it connects.
+The UNO pipe is a socket in the sandbox's /tmp, whose name is new at every start. The env server
+reaches it through the sandbox's root without following any link (`Sandbox.open_socket`); UNO
+derives a pipe's path from its name (`/tmp/OSL_PIPE_<uid>_<name>`), so the server dials it
+through a symbolic link of a random name, to that descriptor, that lives only while it connects.
 """
 
 from __future__ import annotations
@@ -67,22 +70,38 @@ class _RestartRequested(Exception):
 class Office:
     """The desktop's soffice.bin and a UNO connection to it."""
 
-    def __init__(self, sandbox: "Sandbox", env: dict[str, str], profile: str, pipe_name: str, log: str):
-        # profile, log: paths inside the sandbox
-        self.sandbox, self.env, self.profile, self.pipe_name, self.log = sandbox, env, profile, pipe_name, log
+    def __init__(self, sandbox: "Sandbox", env: dict[str, str], profile: str, pristine: str, log: str):
+        # profile, pristine, log: paths inside the sandbox (pristine: where only the keeper reaches);
+        # env["TMPDIR"]: the office's temporary files
+        self.sandbox, self.env, self.profile, self.pristine, self.log = sandbox, env, profile, pristine, log
+        self.temp = env["TMPDIR"]
+        self._has_pristine = False
+        self.pipe_name = ""  # new at every start
         self.proc = None  # SandboxProcess of soffice.bin
+        self.context = None  # the office's UNO component context
         self._desktop = None  # com.sun.star.frame.Desktop proxy
 
+    @property
+    def pipe_path(self) -> str:
+        from computerrl.envs.sandbox import UID
+
+        return f"/tmp/OSL_PIPE_{UID}_{self.pipe_name}"
+
     def start(self, timeout_s: float = 60.0) -> None:
-        seed = f"{self.profile}/user/registrymodifications.xcu"
-        if not self.sandbox.host(seed).exists():
-            self.sandbox.write(seed, seed_profile())
+        if self._has_pristine:
+            self.sandbox.copy(self.pristine, self.profile)
+        else:
+            self.sandbox.write(f"{self.profile}/user/registrymodifications.xcu", seed_profile())
         try:
             self._launch(timeout_s)
         except _RestartRequested:  # a new profile's first run exits 81 and wants a restart (oosplash's job)
             self._launch(timeout_s)
+        if not self._has_pristine:
+            self.sandbox.copy(self.profile, self.pristine)
+            self._has_pristine = True
 
     def _launch(self, timeout_s: float) -> None:
+        self.pipe_name = f"computerrl-{secrets.token_hex(12)}"
         self.proc = self.sandbox.spawn(
             [SOFFICE, "--norestore", "--nologo", "--nodefault", "--nofirststartwizard", "--nolockcheck",
              f"-env:UserInstallation=file://{self.profile}",
@@ -93,31 +112,37 @@ class Office:
         import uno
         from com.sun.star.connection import NoConnectException
 
-        from computerrl.envs.sandbox import UID
+        from computerrl.envs.sandbox import SandboxError
 
         local = uno.getComponentContext()
         resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
         deadline = time.monotonic() + timeout_s
         alias = f"computerrl-{secrets.token_hex(12)}"
         link = Path(f"/tmp/OSL_PIPE_{os.getuid()}_{alias}")  # where UNO looks for a pipe of that name
-        link.symlink_to(self.sandbox.host(f"/tmp/OSL_PIPE_{UID}_{self.pipe_name}"))
-        try:
-            while True:
-                code = self.proc.poll()  # once: a second look could see an exit the first did not
-                if code == RESTART_EXIT_CODE:
-                    raise _RestartRequested
-                if code is not None:
-                    raise RuntimeError(f"soffice exited with code {code} while starting; "
-                                       f"see {self.sandbox.host(self.log)}")
+        while True:
+            code = self.proc.poll()  # once: a second look could see an exit the first did not
+            if code == RESTART_EXIT_CODE:
+                raise _RestartRequested
+            if code is not None:
+                raise RuntimeError(f"soffice exited with code {code} while starting; see {self.log} in the sandbox")
+            try:
+                fd = self.sandbox.open_socket(self.pipe_path)
+            except (FileNotFoundError, SandboxError):
+                fd = -1  # not listening yet (or something else is there: soffice replaces it or times out)
+            if fd >= 0:
                 try:
+                    link.symlink_to(f"/proc/{os.getpid()}/fd/{fd}")
                     ctx = resolver.resolve(f"uno:pipe,name={alias};urp;StarOffice.ComponentContext")
                     break
                 except NoConnectException:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"soffice did not accept UNO connections within {timeout_s:.0f} s")
-                    time.sleep(0.1)
-        finally:
-            link.unlink(missing_ok=True)
+                    pass
+                finally:
+                    link.unlink(missing_ok=True)
+                    os.close(fd)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"soffice did not accept UNO connections within {timeout_s:.0f} s")
+            time.sleep(0.1)
+        self.context = ctx
         self._desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
         self._async = ctx.ServiceManager.createInstanceWithContext("com.sun.star.awt.AsyncCallback", ctx)
 
@@ -144,7 +169,8 @@ class Office:
         call = _main_thread_call_class()(fn)
         self._async.addCallback(call, None)
         if not call.done.wait(timeout_s):
-            self.stop()
+            self.proc.kill()  # its death is the desktop's: `Desktop.health` reports it
+            self.disconnect()
             raise TimeoutError(f"LibreOffice did not run a call within {timeout_s:.0f} s; killed it")
         if call.error is not None:
             raise call.error
@@ -161,21 +187,6 @@ class Office:
         self.desktop
         url = uno.systemPathToFileUrl(path)
         self.on_main_thread(lambda: self._desktop.loadComponentFromURL(url, "_blank", 0, ()))
-
-    def close_documents(self) -> int:
-        """Close every open document without saving; returns how many were closed."""
-        return self.on_main_thread(self._close_documents) if self.running else 0
-
-    def _close_documents(self) -> int:
-        docs = list(_iterate(self._desktop.getComponents()))
-        for doc in docs:
-            try:
-                if hasattr(doc, "setModified"):
-                    doc.setModified(False)
-                doc.close(True)
-            except Exception:  # a vetoed or half-dead document: dispose is the hard way out
-                doc.dispose()
-        return len(docs)
 
     def sheet_extent(self) -> tuple[int, int, tuple[int, int]] | None:
         """(last used row, last used column, cursor (row, col)), 0-based, of the active Calc sheet;
@@ -197,12 +208,14 @@ class Office:
         return end.EndRow, end.EndColumn, (row, col)
 
     def stop(self) -> None:
+        """Kill soffice (the next use starts it again); its death is then no news to `Desktop.health`."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # stuck in the kernel (D state): nothing more to do here
                 pass
+        self.proc = None
         self.disconnect()
 
     def disconnect(self) -> None:

@@ -5,7 +5,9 @@ episode was lost (the server's watchdog rebuilt a crashed desktop, or the server
 or hung past a call's deadline), the pool probes the server: a healthy server keeps serving,
 a dead or unhealthy one is retired and replaced under the same env id: started afresh by the
 pool's backend, or — for a pool made from a `spawn-envs` manifest — taken from the manifest once
-the supervisor has replaced it there (the pool never starts a second one).
+the supervisor has replaced it there (the pool never starts a second one). A desktop that
+loses `MAX_LOST_IN_A_ROW` episodes in a row is not leased again until its server has rebuilt
+it (the other desktops of that server go on); one that cannot be rebuilt is set aside.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from computerrl.envs.backends.base import Backend, EnvHandle
 from computerrl.envs.client import DesktopEnv, EnvClient, EnvError
 
 log = logging.getLogger("computerrl.envs.pool")
+MAX_LOST_IN_A_ROW = 3  # lost episodes in a row after which a desktop is rebuilt before its next lease
 
 
 def wait_healthy(client: EnvClient, timeout_s: float, *, alive=lambda: True) -> str:
@@ -52,6 +55,8 @@ class EnvPool:
         self.clients = {h.env_id: EnvClient(h.address, h.token, timeout_s=call_timeout_s) for h in handles}
         self.free: queue.Queue[tuple[str, int]] = queue.Queue()
         self.replaced = 0  # servers replaced since the pool was made
+        self.lost_in_a_row: dict[tuple[str, int], int] = {}  # (env id, desktop) -> lost episodes since one played
+        self.set_aside: set[tuple[str, int]] = set()  # desktops that could not be rebuilt: never leased again
         self._lock = threading.Lock()
         for h in handles:
             for d in range(h.desktops):
@@ -79,14 +84,16 @@ class EnvPool:
         """A desktop for one or more episodes; given back (and checked if it lost one) on exit."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            if not self.handles:
-                raise EnvError("every env of the pool was retired (see the log for why)")
+            if self.size <= sum(1 for k in self.set_aside if k[0] in self.handles):
+                raise EnvError("no desktop of the pool is left: every env was retired or its desktops set aside "
+                               "(see the log for why)")
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"no free desktop within {timeout_s} s ({self.size} in the pool)")
             try:
-                env_id, desktop = self.free.get(timeout=None if deadline is None else
-                                                max(0.0, deadline - time.monotonic()))
+                env_id, desktop = self.free.get(timeout=1.0)  # a second at a time: desktops may be set aside
             except queue.Empty:
-                raise TimeoutError(f"no free desktop within {timeout_s} s ({self.size} in the pool)") from None
-            if env_id in self.handles:  # else: a desktop of a retired env
+                continue
+            if env_id in self.handles and (env_id, desktop) not in self.set_aside:  # else: retired
                 break
         env = DesktopEnv(self.clients[env_id], desktop, max_steps=self.max_steps, screenshot=self.screenshot)
         env.env_id = env_id
@@ -100,8 +107,27 @@ class EnvPool:
         finally:
             if lost:
                 self._recover(env_id)
-            if env_id in self.handles:
-                self.free.put((env_id, desktop))
+            key = (env_id, desktop)
+            self.lost_in_a_row[key] = self.lost_in_a_row.get(key, 0) + 1 if lost else 0
+            if self.lost_in_a_row[key] >= MAX_LOST_IN_A_ROW and env_id in self.handles:
+                self._rebuild(key)
+            if env_id in self.handles and key not in self.set_aside:
+                self.free.put(key)
+
+    def _rebuild(self, key: tuple[str, int]) -> None:
+        """Ask the desktop's server for a fresh one; set the desktop aside if none comes."""
+        env_id, desktop = key
+        why = f"{self.lost_in_a_row[key]} episodes lost in a row"
+        log.warning("env %s desktop %d: %s; asking for a fresh desktop", env_id, desktop, why)
+        try:
+            health = self.clients[env_id].rebuild(desktop, why, timeout_s=self.start_timeout_s)
+            problem = health.problem if not health.healthy else ""
+        except EnvError as e:
+            problem = str(e)
+        if problem:
+            log.error("env %s desktop %d set aside: no working replacement (%s)", env_id, desktop, problem)
+            self.set_aside.add(key)
+        self.lost_in_a_row[key] = 0
 
     def _recover(self, env_id: str) -> None:
         """After a lost episode: keep a healthy server, replace a dead or sick one, retire what fails."""
@@ -129,6 +155,9 @@ class EnvPool:
             self.handles[env_id], self.clients[env_id] = new, client  # swapped only once healthy
             old_client.close()
             self.replaced += 1
+            for key in [k for k in self.set_aside if k[0] == env_id]:  # a new server: new desktops
+                self.set_aside.discard(key)
+                self.free.put(key)
 
     def _replacement(self, old: EnvHandle) -> tuple[EnvHandle, EnvClient]:
         if self.backend is None and self.manifest is not None:

@@ -1,18 +1,25 @@
 """A desktop's sandbox: the namespaces every process the agent or a task can reach runs in.
 
-Built with Debian's bubblewrap, per desktop: its own user, pid, ipc, uts and (unless a task needs
-it) network namespaces; the system read-only; a private writable `/home/user` (the literal path
-OSWorld's tasks name), `/tmp` and `/run/user/1000`; Debian's own python3 and PATH; no view of the
-project, the env server, its state and token, other desktops or any host process. Inside, the user
-is `user` (uid 1000); on the host it is an unprivileged uid — the server's own, or `nobody` when
-the server runs as root — so even a sandbox escape would not be root. `sudo -S` with OSWorld's
-password `password` gives a root that exists only inside a nested user namespace.
+Built with Debian's bubblewrap, per desktop: its own user, pid, ipc, uts and network namespaces;
+the system read-only; private RAM-backed folders of bounded size for `/home/user` (the literal path
+OSWorld's tasks name), `/tmp`, `/dev/shm`, `/run/user/1000` and `/var/lib/desktop`, which nothing
+on the host can see or follow; Debian's own python3 and PATH; no view of the project, the env
+server, its state and token, other desktops or any host process. Inside, the user is `user`
+(uid 1000); on the host it is an unprivileged uid — the server's own, or `nobody` when the server
+runs as root — so even a sandbox escape would not be root. `sudo -S` with OSWorld's password
+`password` gives a root that exists only inside a nested user namespace.
+
+Two trusted processes live inside (`sandbox_init.py`): the keeper, which reads and writes files and
+runs the commands that decide a score, and the session, pid 2 of a nested user and pid namespace
+where the whole desktop runs. Nothing the agent starts can see, signal or trace the keeper, and
+neither can be traced or robbed of a file descriptor. A desktop with network gets outbound access
+through slirp4netns in its own namespace (never the host's network, never the host's loopback).
 
 The env server stays outside and drives the desktop through sockets that only it and this desktop
-share: X (Xvfb runs outside, its socket bound in), the AT-SPI bus and LibreOffice's UNO pipe (both
-made inside, in folders the server reaches on the host side). Processes are started, watched and
-killed by `sandbox_init.py`, the sandbox's first process; the pid namespace makes "everything the
-desktop runs" exact, so reset kills what `setsid`, `nohup` or `env -i` tried to hide.
+share: X (Xvfb runs outside, its socket bound in read-only, a cookie required), the AT-SPI bus and
+LibreOffice's UNO pipe (both made inside). It reaches the latter through the sandbox's own root,
+one path component at a time and following no link (`open_socket`), so a link the agent plants
+never leads it anywhere else.
 """
 
 from __future__ import annotations
@@ -24,15 +31,20 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
 
+from computerrl.envs.cgroup import Cgroup
+
 HOME = "/home/user"  # the agent's home, as OSWorld's tasks name it
 TMP = "/tmp"
+SHM = "/dev/shm"
 RUN = "/run/user/1000"  # XDG_RUNTIME_DIR: the D-Bus sockets
 VAR = "/var/lib/desktop"  # LibreOffice's profile and the desktop's logs (outside home: reset keeps them)
-CONF = "/run/desktop"  # read-only files the env server writes for the desktop (window manager, buses)
+CONF = "/run/desktop"  # read-only files the env server writes for the desktop (window manager, buses, X cookie)
+PRIVATE = "/var/lib/keeper"  # the keeper's own folder: the desktop's session sees an empty one in its place
 X11 = "/tmp/.X11-unix"
 UID = 1000  # the user inside
 INIT = Path(__file__).with_name("sandbox_init.py")
@@ -43,6 +55,25 @@ PASSWD = "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:/bin
 GROUP = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"
 NOBODY = 65534
 REQUEST_TIMEOUT_S = 30.0
+MB = 1 << 20
+RUN_MB, VAR_MB, PRIVATE_MB = 64, 512, 128  # the bus sockets; the office's profile, temp files and the logs
+SLIRP_DNS = "10.0.2.3"  # slirp4netns's resolver, inside a desktop with network
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one desktop may take; a desktop that reaches a limit fails itself, never the host."""
+
+    home_mb: int = 2048  # /home/user, in RAM (counted in memory_mb)
+    tmp_mb: int = 1024  # /tmp, in RAM
+    shm_mb: int = 256  # /dev/shm, in RAM (browsers share memory through it)
+    processes: int = 1024  # processes and threads of the desktop's user (its sudo root included)
+    memory_mb: int = 4096  # everything the desktop runs and keeps in RAM (a cgroup: root only; 0 = no cap)
+
+    def __post_init__(self):
+        for name, value in dataclasses.asdict(self).items():
+            if value < (0 if name == "memory_mb" else 1):
+                raise ValueError(f"limit {name} must be positive (memory_mb: 0 means no cap), got {value}")
 
 
 @contextlib.contextmanager
@@ -77,10 +108,10 @@ def python_site() -> str:
 
 @dataclasses.dataclass
 class SandboxProcess:
-    """A process inside the sandbox, with the bits of `subprocess.Popen` the desktop uses."""
+    """A process of the desktop's session, with the bits of `subprocess.Popen` the desktop uses."""
 
     sandbox: "Sandbox"
-    pid: int  # as the sandbox sees it (the pid in _NET_WM_PID and on the AT-SPI bus)
+    pid: int  # as the session sees it (the pid in _NET_WM_PID and on the AT-SPI bus)
     returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -88,8 +119,7 @@ class SandboxProcess:
             if not self.sandbox.alive():
                 self.returncode = -9
             else:
-                code = self.sandbox.request({"op": "poll", "pids": [self.pid]})["exited"].get(str(self.pid))
-                self.returncode = code
+                self.returncode = self.sandbox.poll([self.pid]).get(self.pid)
         return self.returncode
 
     def kill(self) -> None:
@@ -106,66 +136,78 @@ class SandboxProcess:
 
 
 class Sandbox:
-    """One desktop's namespaces on the host folder `root` (home/, tmp/, run/, var/, conf/)."""
+    """One desktop's namespaces; the host folder `root` holds only what the server writes for it
+    (conf/, the X socket's folder, the control sockets, the log)."""
 
-    def __init__(self, root: Path, *, x11_dir: Path, network: bool = False):
-        self.root, self.x11_dir, self.network = Path(root), Path(x11_dir), network
+    def __init__(self, root: Path, *, x11_dir: Path, network: bool = False, limits: Limits = Limits(),
+                 cgroup: Cgroup | None = None):
+        self.root, self.x11_dir, self.network, self.limits = Path(root), Path(x11_dir), network, limits
+        self.cgroup = cgroup  # where the sandbox and its network helper run (None: no memory cap)
         self.proc: subprocess.Popen | None = None
-        self._lifeline = -1  # write end; closing it (or our death) ends the sandbox
-        self._ctl = self.root / "ctl.sock"
-
-    def host(self, inside: str) -> Path:
-        """The host path of a path inside the sandbox's own folders (home, tmp, run, var)."""
-        for prefix, sub in ((HOME, "home"), (RUN, "run"), (VAR, "var"), (TMP, "tmp")):
-            if inside == prefix or inside.startswith(prefix + "/"):
-                return self.root / sub / inside[len(prefix):].lstrip("/")
-        raise ValueError(f"{inside} is not in a folder the sandbox shares with the host")
+        self.pid = 0  # host pid of the sandbox's pid 1: its root is the sandbox's file system
+        self._slirp: subprocess.Popen | None = None
+        self._lifeline = self._exit_w = -1  # write ends; closing them (or our death) ends the sandbox, its network
+        self._sockets = {"keeper": self.root / "keeper.sock", "session": self.root / "session.sock"}
 
     def start(self, timeout_s: float = 20.0) -> "Sandbox":
-        uid = host_uid()
         self.root.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.root, 0o755)  # nobody walks it to the folders below, each of which is closed
-        for sub in ("home", "tmp", "run", "var"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
-            os.chown(self.root / sub, uid, uid)
-            os.chmod(self.root / sub, 0o700)
+        os.chmod(self.root, 0o755)  # nobody walks it to conf/ and x11/, both read-only inside
         conf = self.root / "conf"  # read-only inside; copies, so the sandbox needs no view of the package
         (conf / "compat").mkdir(parents=True, exist_ok=True)
         (conf / "passwd").write_text(PASSWD)
         (conf / "group").write_text(GROUP)
+        (conf / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
         shutil.copyfile(INIT, conf / "init.py")
         for f in COMPAT.iterdir():
             if f.is_file():
                 shutil.copyfile(f, conf / "compat" / f.name)
         os.chmod(conf / "compat" / "sudo", 0o755)  # a copy: installs may drop the x bit
-        self._ctl.unlink(missing_ok=True)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with unix_path(self._ctl) as ctl:
-            listener.bind(ctl)  # in the server's state folder: the sandbox never sees this path
-        os.chmod(self._ctl, 0o600)
-        listener.listen(64)
+        listeners = []
+        for path in self._sockets.values():  # in the server's state folder: the sandbox never sees these paths
+            path.unlink(missing_ok=True)
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with unix_path(path) as short:
+                listener.bind(short)
+            os.chmod(path, 0o600)
+            listener.listen(64)
+            listeners.append(listener)
         life_r, self._lifeline = os.pipe()
-        argv = [*self._bwrap_args(), "/usr/bin/python3", "-I", f"{CONF}/init.py", str(listener.fileno()), str(life_r)]
+        info_r, info_w = os.pipe()
+        fds = (*(lst.fileno() for lst in listeners), life_r)
+        argv = [*self._bwrap_args(info_w), "/usr/bin/python3", "-I", f"{CONF}/init.py", "keeper", *map(str, fds),
+                str(self.limits.processes), PRIVATE]
         log = open(self.root / "sandbox.log", "ab")
         try:
-            self.proc = subprocess.Popen(argv, pass_fds=(listener.fileno(), life_r), stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log, env={"PATH": PATH})
+            self.proc = subprocess.Popen(self.cgroup.wrap(argv) if self.cgroup else argv, pass_fds=(*fds, info_w),
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env={"PATH": PATH})
         finally:
             log.close()
-            listener.close()
-            os.close(life_r)
-        deadline = time.monotonic() + timeout_s
-        while True:  # ready once the keeper answers
+            for fd in (*(lst.detach() for lst in listeners), life_r, info_w):
+                os.close(fd)
+        try:
+            self.pid = _read_info(info_r)["child-pid"]
+            if self.network:
+                self._slirp = self._start_network()
+            deadline = time.monotonic() + timeout_s
+            for to in self._sockets:  # ready once the keeper and the session answer
+                self._wait_answer(to, deadline)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _wait_answer(self, to: str, deadline: float) -> None:
+        op = "read" if to == "keeper" else "pids"
+        while True:
             try:
-                self.request({"op": "pids"}, timeout_s=2.0)
-                return self
+                self.request({"op": op, "path": "/", "limit": 0}, to=to, timeout_s=2.0)
+                return
             except (OSError, SandboxError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.close()
-                    raise SandboxError(f"the sandbox did not start; see {self.root / 'sandbox.log'}") from None
+                    raise SandboxError(f"the sandbox's {to} did not start; see {self.root / 'sandbox.log'}") from None
                 time.sleep(0.02)
 
-    def _bwrap_args(self) -> list[str]:
+    def _bwrap_args(self, info_fd: int) -> list[str]:
         r = self.root
         prefix = []
         if os.geteuid() == 0:
@@ -178,35 +220,64 @@ class Sandbox:
                       "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
         links = [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
                  for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]  # merged /usr, as on the host
-        return [*prefix, "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--unshare-cgroup-try", *([] if self.network else ["--unshare-net"]),
+
+        def ram(mb: int, path: str, mode: str = "0755") -> list[str]:
+            return ["--size", str(mb * MB), "--perms", mode, "--tmpfs", path]
+
+        lim = self.limits
+        return [*prefix, "bwrap", "--info-fd", str(info_fd), "--unshare-user", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
                 "--uid", str(UID), "--gid", str(UID), "--hostname", "desktop", "--die-with-parent", "--new-session",
                 "--clearenv", "--setenv", "PATH", PATH,
                 "--ro-bind", "/usr", "/usr", *links, "--ro-bind", "/etc", "/etc",
                 "--ro-bind", f"{r}/conf/passwd", "/etc/passwd", "--ro-bind", f"{r}/conf/group", "/etc/group",
+                *(["--ro-bind", f"{r}/conf/resolv.conf", "/etc/resolv.conf"] if self.network else []),
                 # /usr/local is the host's own business: in its place, the stand-ins and nothing else
                 "--tmpfs", "/usr/local", "--ro-bind", f"{r}/conf/compat/sudo", "/usr/local/bin/sudo",
                 "--symlink", "/usr/bin/python3", "/usr/local/bin/python",
                 "--ro-bind", f"{r}/conf/compat", python_site(), "--remount-ro", "/usr/local",
                 "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
                 "--ro-bind-try", "/var/lib/dpkg", "/var/lib/dpkg", "--dir", "/var/tmp",
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--ro-bind", "/sys", "/sys",
-                "--bind", f"{r}/tmp", TMP, "--ro-bind", f"{r}/{self.x11_dir.relative_to(self.root)}", X11,
-                "--bind", f"{r}/home", HOME, "--tmpfs", "/run", "--bind", f"{r}/run", RUN,
-                "--bind", f"{r}/var", VAR, "--ro-bind", f"{r}/conf", CONF,
-                "--remount-ro", "/run", "--remount-ro", "/", "--chdir", HOME]
+                "--proc", "/proc", "--dev", "/dev", *ram(lim.shm_mb, SHM, "1777"), "--ro-bind", "/sys", "/sys",
+                *ram(lim.tmp_mb, TMP, "1777"), "--ro-bind", f"{r}/{self.x11_dir.relative_to(self.root)}", X11,
+                *ram(lim.home_mb, HOME), "--tmpfs", "/run", *ram(RUN_MB, RUN, "0700"), *ram(VAR_MB, VAR),
+                *ram(PRIVATE_MB, PRIVATE, "0700"),
+                "--ro-bind", f"{r}/conf", CONF, "--remount-ro", "/run", "--remount-ro", "/", "--chdir", HOME]
 
-    # ---- requests to the keeper inside -----------------------------------------------------
-    def request(self, req: dict, timeout_s: float = REQUEST_TIMEOUT_S) -> dict:
+    def _start_network(self) -> subprocess.Popen:
+        """Outbound network for the sandbox's own namespace: slirp4netns, with the host's loopback cut off."""
+        if shutil.which("slirp4netns") is None:
+            raise SandboxError("a desktop with network needs slirp4netns: run `bash install.sh` "
+                               "or `apt-get install slirp4netns`")
+        ready_r, ready_w = os.pipe()
+        exit_r, self._exit_w = os.pipe()  # closed by close() or our death: slirp4netns then exits
+        ns = f"/proc/{self.pid}/ns"
+        argv = ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp",
+                f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", "--netns-type=path",
+                *([] if os.geteuid() == 0 else [f"--userns-path={ns}/user"]), f"{ns}/net", "tap0"]
+        with open(self.root / "network.log", "ab") as log:
+            proc = subprocess.Popen(self.cgroup.wrap(argv) if self.cgroup else argv, pass_fds=(ready_w, exit_r),
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        os.close(ready_w)
+        os.close(exit_r)
+        with os.fdopen(ready_r, "rb") as ready:
+            if ready.read(1) != b"1":
+                proc.kill()
+                raise SandboxError(f"slirp4netns did not bring the network up; see {self.root / 'network.log'}")
+        return proc
+
+    # ---- requests to the keeper and the session inside --------------------------------------
+    def request(self, req: dict, *, to: str = "session", timeout_s: float = REQUEST_TIMEOUT_S) -> dict:
+        """One request to the keeper or the session (see sandbox_init.py for what each serves)."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout_s)
-            with unix_path(self._ctl) as ctl:
-                s.connect(ctl)
+            with unix_path(self._sockets[to]) as path:
+                s.connect(path)
             s.sendall(json.dumps(req).encode() + b"\n")
             with s.makefile("rb") as f:
                 line = f.readline()
         if not line:
-            raise SandboxError(f"the sandbox did not answer {req['op']!r} (it died?)")
+            raise SandboxError(f"the sandbox's {to} did not answer {req['op']!r} (it died?)")
         reply = json.loads(line)
         if "error" in reply:
             raise SandboxError(reply["error"])
@@ -217,68 +288,124 @@ class Sandbox:
         return SandboxProcess(self, reply["pid"])
 
     def run(self, argv: list[str], *, env: dict[str, str], cwd: str = HOME, input: str = "",
-            timeout_s: float = 60.0) -> subprocess.CompletedProcess:
+            timeout_s: float = 60.0, trusted: bool = False) -> subprocess.CompletedProcess:
+        """Run to completion in the desktop's session, or — `trusted`, for what decides a score —
+        beside the keeper, where nothing the agent left running can see, trace or signal it."""
         r = self.request({"op": "run", "argv": argv, "env": env, "cwd": cwd, "input": input, "timeout": timeout_s},
-                         timeout_s=timeout_s + 10)
+                         to="keeper" if trusted else "session", timeout_s=timeout_s + 10)
         return subprocess.CompletedProcess(argv, r["returncode"], r["stdout"], r["stderr"])
+
+    def poll(self, pids: list[int], timeout_s: float = REQUEST_TIMEOUT_S) -> dict[int, int]:
+        """{pid: exit code} of those of `pids` that ended."""
+        exited = self.request({"op": "poll", "pids": pids}, timeout_s=timeout_s)["exited"]
+        return {int(pid): code for pid, code in exited.items()}
 
     def pids(self) -> set[int]:
         return set(self.request({"op": "pids"})["pids"])
 
     def kill_all(self, keep: set[int]) -> int:
-        """SIGKILL every process of the sandbox but `keep` (and the keeper); how many were killed."""
+        """SIGKILL every process of the desktop's session but `keep`; how many were killed."""
         return self.request({"op": "kill_all", "keep": sorted(keep)})["killed"]
 
     def wipe(self, dirs: list[str], *, keep: list[str] = (), skeleton: list[str] = ()) -> None:
         """Empty folders (except the paths matching a glob of `keep`), then create the `skeleton` folders."""
-        self.request({"op": "wipe", "dirs": list(dirs), "keep": list(keep), "skeleton": list(skeleton)})
+        self.request({"op": "wipe", "dirs": list(dirs), "keep": list(keep), "skeleton": list(skeleton)}, to="keeper")
 
     def write(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Write a file as the sandbox's user, through its view of the file system."""
-        self.request({"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode})
+        self.request({"op": "write", "path": path, "data": base64.b64encode(data).decode(), "mode": mode},
+                     to="keeper")
+
+    def copy(self, source: str, dest: str) -> None:
+        """Replace the folder `dest` with a copy of `source` (links copied as links), by the keeper."""
+        self.request({"op": "copy", "from": source, "to": dest}, to="keeper")
 
     def read(self, path: str, limit: int = -1) -> bytes | None:
         """A file's bytes as the sandbox sees it (None when it is not a regular file)."""
-        r = self.request({"op": "read", "path": path, "limit": limit})
+        r = self.request({"op": "read", "path": path, "limit": limit}, to="keeper")
         return None if r.get("missing") else base64.b64decode(r["data"])
+
+    def open_socket(self, inside: str) -> int:
+        """An O_PATH descriptor of the unix socket at `inside` (a sandbox path): connect to it as
+        /proc/self/fd/N. Reached through the sandbox's root one component at a time, following no
+        link, and only a socket of the desktop's user is taken; the descriptor keeps naming that
+        socket even if the agent later renames, removes or replaces the path."""
+        parts = [p for p in inside.split("/") if p]
+        if not parts or ".." in parts:
+            raise ValueError(f"not a plain absolute path: {inside!r}")
+        fd = os.open(f"/proc/{self.pid}/root", os.O_PATH | os.O_DIRECTORY)
+        try:
+            for i, part in enumerate(parts):
+                parent, fd = fd, -1
+                try:
+                    fd = os.open(part, os.O_PATH | os.O_NOFOLLOW | (os.O_DIRECTORY if i < len(parts) - 1 else 0),
+                                 dir_fd=parent)
+                finally:
+                    os.close(parent)
+            st = os.fstat(fd)
+            if not stat.S_ISSOCK(st.st_mode) or st.st_uid != host_uid():
+                raise SandboxError(f"{inside} is not a socket of the desktop's user: refused")
+            return fd
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def close(self) -> None:
-        """End the sandbox and everything in it; safe to call twice."""
-        if self._lifeline >= 0:
-            os.close(self._lifeline)  # the keeper exits, bubblewrap's pid 1 too, the kernel kills the rest
-            self._lifeline = -1
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self._ctl.unlink(missing_ok=True)
+        """End the sandbox, everything in it and its network; safe to call twice."""
+        for fd in (self._lifeline, self._exit_w):
+            if fd >= 0:  # the keeper exits, bubblewrap's pid 1 too, the kernel kills the rest; slirp4netns exits
+                os.close(fd)
+        self._lifeline = self._exit_w = -1
+        for proc in (self.proc, self._slirp):
+            if proc is not None:
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+        self._slirp = None
+        for path in self._sockets.values():
+            path.unlink(missing_ok=True)
 
 
-def start_xvfb(root: Path, width: int, height: int) -> tuple[subprocess.Popen, str]:
-    """Xvfb outside the sandbox, in a mount namespace of its own whose /tmp is private.
+def _read_info(fd: int) -> dict:
+    """bubblewrap's --info-fd: one JSON object, written once the sandbox exists, then closed."""
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise SandboxError("bubblewrap did not start the sandbox") from None
+
+
+def start_xvfb(root: Path, width: int, height: int, auth: Path, cgroup: Cgroup | None = None
+               ) -> tuple[subprocess.Popen, str]:
+    """Xvfb outside the sandbox, in a mount namespace of its own whose /tmp is private, admitting
+    only the clients that show the cookie in `auth` (an Xauthority file).
 
     Its socket file lands in `root/x11` (bound into the sandbox as /tmp/.X11-unix) and its lock
     file in that private /tmp, so nothing is left in the host's /tmp when it dies, however it
-    dies. The env server reaches it through the abstract socket of the same display.
+    dies. The env server reaches it through the abstract socket of the same display, which no
+    sandbox sees (each has a network namespace of its own).
     """
     (root / "x11").mkdir(parents=True, exist_ok=True)
     os.chmod(root / "x11", 0o755)
     r, w = os.pipe()
     log = open(root / "xvfb.log", "ab")
+    # -displayfd: the X server picks a free display number itself (abstract sockets collide), so
+    # servers never race for one.
+    argv = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp", "--bind", str(root / "x11"), X11,
+            "--ro-bind", str(auth), "/tmp/xauth",  # the state folder may itself lie under /tmp
+            "--unshare-pid", "--die-with-parent", "--new-session", "--",
+            "Xvfb", "-displayfd", str(w), "-auth", "/tmp/xauth", "-screen", "0", f"{width}x{height}x24",
+            "-nolisten", "tcp", "-noreset", "-dpi", "96"]
     try:
-        # -displayfd: the X server picks a free display number itself (abstract sockets collide), so
-        # servers never race for one.
-        proc = subprocess.Popen(
-            ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp", "--bind", str(root / "x11"), X11,
-             "--unshare-pid", "--die-with-parent", "--new-session", "--",
-             "Xvfb", "-displayfd", str(w), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp", "-noreset",
-             "-dpi", "96"], env={"PATH": os.environ.get("PATH", PATH)}, pass_fds=(w,), stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log)
+        proc = subprocess.Popen(cgroup.wrap(argv) if cgroup else argv, env={"PATH": os.environ.get("PATH", PATH)},
+                                pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     finally:
         log.close()
         os.close(w)

@@ -1,33 +1,50 @@
-"""The process keeper inside a desktop's sandbox: it starts, watches and kills what the env server asks.
+"""The two trusted processes inside a desktop's sandbox: the keeper and the session.
 
-It runs as the sandbox's first process under bubblewrap's pid 1, with Debian's own python3 and the
-standard library only (nothing of computerrl is visible in the sandbox). The env server talks to it
-over a listening socket it inherited as a file descriptor — no path inside the sandbox names that
-socket, so nothing in the desktop can dial it. One JSON request per connection, one JSON reply:
+Both run Debian's own python3 with the standard library only (nothing of computerrl is visible in
+the sandbox), both are non-dumpable (nothing may trace them, read their memory or copy their file
+descriptors), and each serves the env server over a listening socket it inherited as a file
+descriptor: no path inside the sandbox names either socket, so nothing in the desktop can dial them.
 
-    {"op": "spawn", "argv": [...], "env": {...}, "cwd": "/home/user", "log": "/var/log/desktop/x.log"}
-        -> {"pid": 7}                                   (pids are the sandbox's own)
+    keeper   the sandbox's first process. Reads, writes and wipes files through the sandbox's view of
+             the file system (a link planted by the agent can only ever point inside the sandbox), and
+             runs the commands that decide a score (getters, postconfig). It starts the session in a
+             nested user and pid namespace, so nothing the agent runs can see, signal or trace it,
+             nor anything it runs. A folder of its own (PRIVATE) is hidden from the session: what
+             it keeps there (the office's pristine profile) no process of the desktop can reach.
+    session  pid 2 of that nested namespace, where everything of the desktop runs: the buses, the
+             window manager, the apps, the agent's terminal, the task's setup commands. It starts,
+             watches and kills them; the namespace makes "everything the desktop runs" exact, and it
+             caps how many processes the desktop's user may have.
+
+One JSON request per connection, one JSON reply:
+
+    {"op": "spawn", "argv": [...], "env": {...}, "cwd": "/home/user", "log": "/var/lib/desktop/logs/x.log"}
+        -> {"pid": 7}                                   (session; pids are the session's own)
     {"op": "run", "argv": [...], "env": {...}, "cwd": ..., "input": "", "timeout": 60}
-        -> {"returncode": 0, "stdout": "...", "stderr": "..."}   or {"error": "..."}
-    {"op": "poll", "pids": [7]}          -> {"exited": {"7": -9}}   (only those that ended)
-    {"op": "kill", "pids": [7]}          -> {}
-    {"op": "pids"}                       -> {"pids": [...]}          every process but pid 1
-    {"op": "kill_all", "keep": [...]}    -> {"killed": 3}            every other process, SIGKILL
-    {"op": "wipe", "dirs": [...], "keep": [glob, ...], "skeleton": [...]} -> {}  empty folders, recreate some
-    {"op": "write", "path": ..., "data": base64, "mode": 420} -> {}
-    {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true} (absent or unreadable)
+        -> {"returncode": 0, "stdout": "...", "stderr": "..."}   or {"error": "..."}   (both)
+    {"op": "poll", "pids": [7]}          -> {"exited": {"7": -9}}   (session; only those that ended)
+    {"op": "kill", "pids": [7]}          -> {}                       (session)
+    {"op": "pids"}                       -> {"pids": [...]}          (session: every process but its own two)
+    {"op": "kill_all", "keep": [...]}    -> {"killed": 3}            (session: every other process, SIGKILL)
+    {"op": "wipe", "dirs": [...], "keep": [glob, ...], "skeleton": [...]} -> {}   (keeper)
+    {"op": "write", "path": ..., "data": base64, "mode": 420} -> {}             (keeper)
+    {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true}   (keeper)
+    {"op": "copy", "from": ..., "to": ...} -> {}    (keeper: `to` replaced by a copy of the folder `from`)
 
-File reads and writes happen here, as the sandbox's user and through the sandbox's view of the
-file system, so a symbolic link planted by the agent can only ever point inside the sandbox.
-The lifeline descriptor is the read end of a pipe whose write end only the env server holds: it
-reaches end-of-file when the server dies, however it dies. This process then exits, bubblewrap's
-pid 1 follows, and the kernel kills every process left in the pid namespace.
+The keeper's lifeline descriptor is the read end of a pipe whose write end only the env server
+holds: it reaches end-of-file when the server dies, however it dies. The keeper then exits,
+bubblewrap's pid 1 follows, and the kernel kills every process left in the namespaces.
+
+    python3 -I init.py keeper LISTENER SESSION_LISTENER LIFELINE PROCESSES PRIVATE
+    python3 -I init.py session LISTENER PROCESSES
 """
 
 import base64
+import ctypes
 import fnmatch
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -38,6 +55,9 @@ import time
 
 OUTPUT_LIMIT = 1 << 20  # bytes of a command's stdout / stderr sent back
 KILL_WAIT_S = 5.0  # how long kill_all waits for its victims to be reaped
+SERVERS = 6  # requests served at once (the watchdog's poll beside a long setup command, …)
+PR_SET_DUMPABLE = 4
+SELF = "/run/desktop/init.py"  # this file, as the sandbox sees it
 children: dict[int, subprocess.Popen] = {}
 lock = threading.Lock()
 
@@ -90,7 +110,8 @@ def kill(req: dict) -> dict:
 
 
 def all_pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != 1]
+    """Every process of the session's namespace but bubblewrap's reaper (pid 1) and the session."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
 
 
 def state_and_parent(pid: int) -> tuple[str, int]:
@@ -108,13 +129,12 @@ def kill_all(req: dict) -> dict:
     # A killed process lingers as a zombie until its parent reaps it (bubblewrap's pid 1 once its own
     # parent died, or we): wait for those, so a caller never sees one. A kept process's zombie
     # children are its own business.
-    me = os.getpid()
-    keep, killed = set(req.get("keep", [])) - {me}, set()
+    keep, killed = set(req.get("keep", [])), set()
     deadline = time.monotonic() + KILL_WAIT_S
     while time.monotonic() < deadline:
         waiting = False
         for pid in all_pids():
-            if pid in keep or pid == me:
+            if pid in keep:
                 continue
             state, parent = state_and_parent(pid)
             if state == "Z":
@@ -179,34 +199,75 @@ def read(req: dict) -> dict:
         return {"missing": True}
 
 
-OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all, "wipe": wipe,
-       "write": write, "read": read, "pids": lambda _req: {"pids": all_pids()}}
+def copy(req: dict) -> dict:
+    if os.path.lexists(req["to"]):
+        shutil.rmtree(req["to"], onerror=_writable_then_retry)
+    shutil.copytree(req["from"], req["to"], symlinks=True)
+    return {}
 
 
-def serve(conn: socket.socket) -> None:
+KEEPER_OPS = {"run": run, "wipe": wipe, "write": write, "read": read, "copy": copy}
+SESSION_OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all,
+               "pids": lambda _req: {"pids": all_pids()}}
+
+
+def serve(conn: socket.socket, ops: dict) -> None:
     with conn, conn.makefile("rwb") as f:
         try:
             req = json.loads(f.readline())
-            reply = OPS[req["op"]](req)
+            reply = ops[req["op"]](req)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the env server as a sentence
             reply = {"error": f"{type(e).__name__}: {e}"}
         f.write(json.dumps(reply).encode() + b"\n")
 
 
-def main() -> None:
-    listener = socket.socket(fileno=int(sys.argv[1]))
-    lifeline = int(sys.argv[2])
+def serve_forever(fd: int, ops: dict) -> None:
+    # A fixed set of threads, started now: a desktop whose user has used up its processes (threads
+    # count) still gets its kill_all served.
+    listener = socket.socket(fileno=fd)
+    listener.set_inheritable(False)  # what we start never holds it
 
     def accept_forever():
         while True:
             conn, _ = listener.accept()
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+            serve(conn, ops)
 
-    threading.Thread(target=accept_forever, daemon=True).start()
+    for _ in range(SERVERS):
+        threading.Thread(target=accept_forever, daemon=True).start()
+
+
+def untouchable() -> None:
+    """No tracing, no /proc/<pid>/fd or mem, no pidfd_getfd on us; Ctrl-C is not ours to take."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def keeper(listener: int, session_listener: int, lifeline: int, processes: int, private: str) -> None:
+    untouchable()
+    serve_forever(listener, KEEPER_OPS)
+    # The session: a user and pid namespace of its own under ours (bubblewrap's reaper is its pid 1),
+    # the same files but our private folder, a /proc that shows only the desktop's processes.
+    subprocess.Popen(["bwrap", "--unshare-user", "--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc",
+                      "--tmpfs", private, "--remount-ro", private, "--die-with-parent", "--new-session", "--",
+                      sys.executable, "-I", SELF, "session", str(session_listener), str(processes)],
+                     pass_fds=(session_listener,), stdin=subprocess.DEVNULL)
+    os.close(session_listener)
     while os.read(lifeline, 1):  # blocks until the env server is gone
         pass
     os._exit(0)
 
 
+def session(listener: int, processes: int) -> None:
+    untouchable()
+    # Processes and threads of the desktop's user, the root that `sudo` gives included.
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    serve_forever(listener, SESSION_OPS)
+    threading.Event().wait()
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "keeper":
+        keeper(*map(int, sys.argv[2:6]), sys.argv[6])
+    else:
+        session(*map(int, sys.argv[2:4]))

@@ -5,9 +5,12 @@
 Every desktop runs in a sandbox of its own (envs/sandbox.py): what the agent and the tasks run
 cannot touch this machine. It binds to loopback unless told otherwise; bound wider it refuses to start without a shared
 token (`COMPUTERRL_ENV_TOKEN`), which every call must then carry. A desktop that dies (Xvfb,
-D-Bus, soffice…) is rebuilt by a watchdog; the episode it was serving is reported lost
-(gRPC ABORTED), which clients record as an aborted episode, never as a failure. Reset runs a
-task's setup steps (`envs/tasks/setup.py`, files from `--cache`), Evaluate its evaluator.
+D-Bus, soffice…), gets stuck, or fails a Reset is rebuilt alone, the others of the server
+carrying on; the episode it was serving is reported lost (gRPC ABORTED), which clients record
+as an aborted episode, never as a failure. A rebuilt desktop must pass a clean Reset before it
+serves again; Health reports one that cannot, without ever waiting on a desktop. Reset runs a
+task's setup steps (`envs/tasks/setup.py`, files from `--cache`), Evaluate its evaluator, each
+within a time budget that keeps it inside the client's deadline.
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ from computerrl.apis.app_api import ApiError
 from computerrl.apis.parser import InvalidAction, parse_action
 from computerrl.envs.actions import ActionError, GuiActions
 from computerrl.envs.desktop import Desktop, Observation, app_of
+from computerrl.envs.sandbox import Limits
 from computerrl.envs.proto import env_pb2, env_pb2_grpc
 from computerrl.envs.tasks import metrics as _metrics  # noqa: F401 - registers the metrics
 from computerrl.envs.tasks import getters as _getters  # noqa: F401 - registers the getters
 from computerrl.envs.tasks.evaluate import evaluate
-from computerrl.envs.tasks.setup import SetupError, missing_sources, run_steps
+from computerrl.envs.tasks.setup import Budget, SetupError, missing_sources, run_steps
 from computerrl.envs.tasks.task import Task, TaskError, parse_task
 
 log = logging.getLogger("computerrl.envs.server")
@@ -62,42 +66,56 @@ class Slot:
         self.ended = ""  # why the latest episode was lost, if it was
         self.episodes = self.replacements = 0
         self.retry_at = 0.0  # monotonic time before which a failed build is not retried
+        self.health = "starting"  # what the watchdog last saw ("" = healthy); Health reports it, never waiting
         self.task: Task | None = None  # the running (or latest) episode's task
         self.exit_success: bool | None = None  # what the agent claimed in Agent.exit (None: never exited)
 
     def build(self, network: bool | None = None) -> None:
-        """(Re)build the desktop; on failure the slot stays empty with the reason as its problem.
-        `network`: whether its sandbox shares the host's network (None: the server's option)."""
+        """(Re)build the desktop and check that it resets; on failure the slot stays empty with the
+        reason as its problem. `network`: whether its sandbox has network (None: the server's option)."""
         if self.closing:
             raise RuntimeError("the server is stopping")
         if self.desktop is not None:
             self.desktop.close()
             self.desktop = None
             self.replacements += 1
-        self.problem = "starting"
+        self.problem = self.health = "starting"
         options = {**self.options, **({} if network is None else {"network": network})}
         try:
-            self.desktop = Desktop(self.workdir, **options).start()
+            desktop = Desktop(self.workdir, **options).start()
         except Exception as e:
-            self.problem = f"failed to start: {e}"
+            self.problem = self.health = f"failed to start: {e}"
             raise
-        self.gui = GuiActions(self.desktop)
-        self.problem = ""
+        try:
+            desktop.reset()
+        except Exception as e:
+            desktop.close()
+            self.problem = self.health = f"cannot reset: {type(e).__name__}: {e}"
+            raise
+        self.desktop, self.gui = desktop, GuiActions(desktop)
+        self.problem = self.health = ""
 
     def replace_if_dead(self) -> str:
         """Rebuild a dead (or never built) desktop; returns what was wrong. Caller holds the lock."""
         why = self.desktop.health() if self.desktop is not None else self.problem
-        if why and not self.closing and time.monotonic() >= self.retry_at:
-            if self.desktop is not None:
-                log.warning("desktop %d: %s; replacing it", self.index, why)
-            if self.last_episode:  # also after Agent.exit: its Evaluate must not score a fresh desktop
-                self.ended, self.episode = why, 0
-            try:
-                self.build()
-            except Exception:  # noqa: BLE001 - the slot reports it; the watchdog tries again later
-                log.exception("desktop %d failed to start", self.index)
-                self.retry_at = time.monotonic() + RETRY_S
+        self.health = why
+        if why:
+            self.replace(why)
         return why
+
+    def replace(self, why: str) -> None:
+        """Rebuild the desktop, dead or not (one that failed a reset looks alive). Caller holds the lock."""
+        if self.closing or time.monotonic() < self.retry_at:
+            return
+        if self.desktop is not None:
+            log.warning("desktop %d: %s; replacing it", self.index, why)
+        if self.last_episode:  # also after Agent.exit: its Evaluate must not score a fresh desktop
+            self.ended, self.episode = why, 0
+        try:
+            self.build()
+        except Exception:  # noqa: BLE001 - the slot reports it; the watchdog tries again later
+            log.exception("desktop %d: no working replacement", self.index)
+            self.retry_at = time.monotonic() + RETRY_S
 
 
 def observation_message(obs: Observation) -> env_pb2.Observation:
@@ -143,22 +161,26 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             slot.episode = slot.last_episode = 0  # whatever happens next, the previous episode is over
             slot.task = None
             self._prepare(slot, task, request.task_dir, context)
-            for attempt in range(2):  # no episode runs yet: a desktop that dies now is simply replaced
+            budget = Budget.of()  # the setup steps of both attempts together
+            for attempt in range(2):  # no episode runs yet: a desktop that fails now is simply replaced
                 try:
                     slot.desktop.reset()
                     if task is not None:
-                        run_steps(slot.desktop, task.config)
+                        run_steps(slot.desktop, task.config, budget)
                     obs = slot.desktop.observe(screenshot=request.screenshot)
                     break
                 except SetupError as e:  # the task's fault, unless the desktop died under it
-                    if slot.desktop.health():
-                        self._failed(slot, context, e)
-                    context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task setup failed: {e}")
-                except Exception as e:  # noqa: BLE001 - whatever broke, the desktop tells us whether it died
-                    if attempt or not slot.replace_if_dead():
-                        self._failed(slot, context, e)
-                    self._ready(slot, context)
-                    self._prepare(slot, task, request.task_dir, context)
+                    why = slot.desktop.health()
+                    if not why:
+                        self._clean(slot)
+                        context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task setup failed: {e}")
+                except Exception as e:  # noqa: BLE001 - dead, stuck or unable to reset: rebuilt either way
+                    why = slot.desktop.health() or f"reset failed: {type(e).__name__}: {e}"
+                slot.replace(why)
+                if attempt or slot.desktop is None:
+                    context.abort(grpc.StatusCode.ABORTED, f"desktop {slot.index} could not reset ({why}); "
+                                                           f"{'it was rebuilt' if slot.desktop else slot.problem}")
+                self._prepare(slot, task, request.task_dir, context)
             slot.task, slot.exit_success = task, None
             slot.episode = slot.last_episode = secrets.randbits(63) or 1
             slot.ended = ""
@@ -167,6 +189,13 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             message.episode = slot.episode
             message.setup_notes.extend(slot.desktop.setup_notes)
             return message
+
+    def _clean(self, slot: Slot) -> None:
+        """After a setup that failed: a clean desktop again, so nothing of it stays behind."""
+        try:
+            slot.desktop.reset()
+        except Exception as e:  # noqa: BLE001
+            slot.replace(f"reset failed after a failed setup: {type(e).__name__}: {e}")
 
     def _prepare(self, slot: Slot, task: Task | None, task_dir: str, context) -> None:
         """Before a reset: the desktop the task needs (network or not), and every file it copies in at hand."""
@@ -228,6 +257,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             task = parse_task(json.loads(task_json))
         except (ValueError, TaskError) as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad task: {e}")
+        except RecursionError:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad task: JSON nested too deeply to read")
         missing = task.unsupported()
         if missing:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"task {task.id} needs {', '.join(missing)}, "
@@ -270,11 +301,20 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     def Health(self, request, context):
         desktops = []
-        for s in self.slots:
-            problem = s.problem or (s.desktop.health() if s.desktop is not None else "not started")
+        for s in self.slots:  # as the watchdog last saw them: a stuck desktop must not stall the answer
+            problem = s.problem or s.health
             desktops.append(env_pb2.DesktopHealth(desktop=s.index, healthy=not problem, problem=problem,
                                                   episodes=s.episodes, replacements=s.replacements))
         return env_pb2.HealthReply(healthy=all(d.healthy for d in desktops), desktops=desktops, pid=os.getpid())
+
+    def Rebuild(self, request, context):
+        slot = self._slot(request.desktop, context)
+        with slot.lock:
+            slot.retry_at = 0.0  # asked for: try now, whatever the watchdog's back-off says
+            slot.replace(f"a fresh desktop was asked for ({request.why or 'no reason given'})")
+            problem = slot.problem or slot.health
+            return env_pb2.DesktopHealth(desktop=slot.index, healthy=not problem, problem=problem,
+                                         episodes=slot.episodes, replacements=slot.replacements)
 
     def Close(self, request, context):
         if self.on_close is not None:
@@ -385,7 +425,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cache", type=Path, default=None,
                    help="file cache for tasks' downloads: a folder with index.json mapping URL -> file")
     p.add_argument("--network", action="store_true",
-                   help="desktops share the host's network (default: none, unless a task asks for it)")
+                   help="desktops get outbound network, each in a namespace of its own without the host's "
+                        "loopback (default: none, unless a task asks for it)")
+    defaults = Limits()
+    p.add_argument("--home-mb", type=int, default=defaults.home_mb, help="size of each desktop's /home/user (RAM)")
+    p.add_argument("--tmp-mb", type=int, default=defaults.tmp_mb, help="size of each desktop's /tmp (RAM)")
+    p.add_argument("--shm-mb", type=int, default=defaults.shm_mb, help="size of each desktop's /dev/shm (RAM)")
+    p.add_argument("--max-processes", type=int, default=defaults.processes,
+                   help="processes and threads each desktop's user may have")
+    p.add_argument("--memory-mb", type=int, default=defaults.memory_mb,
+                   help="memory cap of each desktop, its RAM folders included (a cgroup: needs root; 0 = none)")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started this server exits (backends pass it)")
     args = p.parse_args(argv)
@@ -393,7 +442,9 @@ def main(argv: list[str] | None = None) -> None:
     server = EnvServer(host=args.host, port=args.port, desktops=args.desktops, workdir=args.workdir,
                        token=os.environ.get(TOKEN_ENV, ""), settle_s=args.settle_s,
                        exit_with_parent=args.exit_with_parent, width=args.width, height=args.height,
-                       file_cache=args.cache, network=args.network).start()
+                       file_cache=args.cache, network=args.network,
+                       limits=Limits(home_mb=args.home_mb, tmp_mb=args.tmp_mb, shm_mb=args.shm_mb,
+                                     processes=args.max_processes, memory_mb=args.memory_mb)).start()
     print(f"LISTENING {server.port}", flush=True)
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack to the log
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop off the handler: a second signal must not deadlock it

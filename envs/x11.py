@@ -1,12 +1,51 @@
-"""The X side of a desktop: window list, focus, screenshot, all in-process (no subprocess per call)."""
+"""The X side of a desktop: window list, focus, screenshot, all in-process (no subprocess per call).
+
+Every display demands its desktop's cookie (MIT-MAGIC-COOKIE-1, in an Xauthority file only that
+desktop and the env server hold). Xlib reads the file named by $XAUTHORITY when it connects, so
+connections are made under a lock with the variable set to this desktop's file.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
+import os
+import struct
+import threading
 
 from Xlib import X, display as xdisplay
 from Xlib.error import XError
+
+
+FAMILY_LOCAL, FAMILY_WILD = 256, 65535  # Xauthority address families: a host name; any address
+_connecting = threading.Lock()
+
+
+def xauthority(cookie: bytes, hostnames: list[str]) -> bytes:
+    """An Xauthority file granting `cookie` for every display of these hosts (and, for libX11, any host)."""
+    def field(b: bytes) -> bytes:
+        return struct.pack(">H", len(b)) + b
+
+    entries = [(FAMILY_LOCAL, h.encode()) for h in hostnames] + [(FAMILY_WILD, b"")]
+    # An empty display number matches every display: the number is known only once Xvfb runs.
+    return b"".join(struct.pack(">H", family) + field(address) + field(b"") + field(b"MIT-MAGIC-COOKIE-1")
+                    + field(cookie) for family, address in entries)
+
+
+@contextlib.contextmanager
+def authorized(auth_file: str):
+    """$XAUTHORITY is `auth_file` while an X connection is made in this block."""
+    with _connecting:
+        before = os.environ.get("XAUTHORITY")
+        os.environ["XAUTHORITY"] = auth_file
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ["XAUTHORITY"]
+            else:
+                os.environ["XAUTHORITY"] = before
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,9 +64,10 @@ class Window:
 class Screen:
     """One connection to one X display (not thread-safe: the desktop serializes calls)."""
 
-    def __init__(self, display: str):
-        self.display_name = display
-        self._d = xdisplay.Display(display)
+    def __init__(self, display: str, auth_file: str):
+        self.display_name, self.auth_file = display, auth_file
+        with authorized(auth_file):
+            self._d = xdisplay.Display(display)
         self._root = self._d.screen().root
         self._atoms = {n: self._d.intern_atom(n) for n in
                        ("_NET_CLIENT_LIST", "_NET_ACTIVE_WINDOW", "_NET_WM_NAME", "_NET_WM_PID", "UTF8_STRING")}
@@ -70,7 +110,8 @@ class Screen:
         from PIL import Image
 
         if self._grabber is None:
-            self._grabber = mss.MSS(display=self.display_name)
+            with authorized(self.auth_file):
+                self._grabber = mss.MSS(display=self.display_name)
         shot = self._grabber.grab(self._grabber.monitors[0])
         img = Image.frombuffer("RGB", shot.size, shot.bgra, "raw", "BGRX", 0, 1)
         buf = io.BytesIO()

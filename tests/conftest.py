@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -66,12 +67,29 @@ def wait_until(predicate, timeout_s: float = 10.0):
     return predicate()
 
 
+def home_of(desktop) -> Path:
+    """The desktop's /home/user as root on the host reaches it, through its sandbox's root. A test's
+    shortcut: the env server itself reads and writes the desktop's files only through its keeper."""
+    return Path(f"/proc/{desktop.sandbox.pid}/root/home/user")
+
+
+def inside(path: Path) -> str:
+    """The desktop's own name of a path `home_of` gave (/home/user/…)."""
+    return "/" + "/".join(path.parts[4:])  # drop /proc/<pid>/root
+
+
+def put(server, path: Path, data: bytes) -> None:
+    """Write a file at a path `home_of` gave, as the desktop's user (through its keeper: root may not
+    create files in the desktop's folders, which live in its own user namespace)."""
+    server[0].slots[0].desktop.sandbox.write(inside(path), data)
+
+
 def desktop_files(server):
-    """/home/user/files as the host sees it (made after the test's reset, which wipes home), made by
-    the desktop's own user so that its apps may write there."""
+    """/home/user/files as the test reaches it (made after the test's reset, which wipes home), made
+    by the desktop's own user so that its apps may write there."""
     desktop = server[0].slots[0].desktop
     desktop.sandbox.wipe([], skeleton=["/home/user/files"])
-    return desktop.home / "files"
+    return home_of(desktop) / "files"
 
 
 def descendants(roots: list[int]) -> list[int]:

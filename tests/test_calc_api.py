@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import act, desktop_files, fails, ok
+from conftest import act, desktop_files, inside, fails, ok
 from computerrl.apis import REGISTRY
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.apis.calc import CalcApi, col_index, col_letter, parse_color, parse_range
@@ -278,7 +278,7 @@ def test_file_apis(env, server):
 
     path = tmp_path / "book.ods"
     d = doc(server)
-    office(server).on_main_thread(lambda: d.storeAsURL(uno.systemPathToFileUrl(str(path)), ()))
+    office(server).on_main_thread(lambda: d.storeAsURL(uno.systemPathToFileUrl(inside(path)), ()))
     ok(env, "CalcTools.set_cell_value('B1', 4)")
     assert d.isModified()
     _, result = ok(env, "CalcTools.save()")
@@ -292,9 +292,9 @@ def test_file_apis(env, server):
     ok(env, "CalcTools.export_to_pdf()")
     assert (tmp_path / "book.pdf").read_bytes().startswith(b"%PDF")
     one = tmp_path / "one.pdf"
-    ok(env, f"CalcTools.export_to_pdf({str(one)!r}, ['Second'])")
+    ok(env, f"CalcTools.export_to_pdf({inside(one)!r}, ['Second'])")
     assert one.read_bytes().startswith(b"%PDF")
-    fails(env, f"CalcTools.export_to_pdf({str(tmp_path / 'book.csv' / 'x.pdf')!r})", "could not write")
+    fails(env, f"CalcTools.export_to_pdf({inside(tmp_path / 'book.csv' / 'x.pdf')!r})", "could not write")
 
 
 @desktop

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest import act, descendants, node_center, wait_until
+from conftest import act, home_of, descendants, node_center, wait_until
 from computerrl.envs.pool import wait_healthy
 from computerrl.envs.scripted import response
 
@@ -125,17 +125,17 @@ def test_reset_leaves_no_trace(env, server):
     env.reset()
     act(env, "Agent.open_app('terminal')")
     act(env, "Agent.type(text='echo trace > ~/Documents/trace.txt', enter=True)")
-    assert wait_until(lambda: (desktop.home / "Documents" / "trace.txt").exists())
+    assert wait_until(lambda: (home_of(desktop) / "Documents" / "trace.txt").exists())
     act(env, "Agent.open_app('writer')")
     act(env, "Agent.type(text='left over')")
     obs, _ = env.reset()
     assert obs["windows"] == [] and obs["focused_app"] == ""
-    assert list(_iterate(office(server).Components)) == []
-    assert sorted(p.name for p in desktop.home.iterdir()) == sorted(
+    assert sorted(p.name for p in home_of(desktop).iterdir()) == sorted(
         ["Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos"])
-    assert not any(desktop.home.rglob("*.*"))
+    assert not any(home_of(desktop).rglob("*.*"))
     running = desktop.sandbox.run(["ps", "-eo", "comm="], env=desktop.env).stdout.split()
-    assert not {"xterm", "bash"} & set(running), running  # the terminal and its shell are gone
+    assert not {"xterm", "bash", "soffice.bin"} & set(running), running  # the terminal, its shell, the office
+    assert list(_iterate(office(server).Components)) == []  # the office, started again, holds no document
 
 
 def test_reset_closes_documents_behind_a_modal_dialog(env, server):

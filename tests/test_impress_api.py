@@ -10,7 +10,7 @@ import zlib
 import pytest
 
 import computerrl.apis.impress  # noqa: F401  (registers ImpressTools)
-from conftest import act, desktop_files, fails, ok
+from conftest import act, desktop_files, inside, put, fails, ok
 from computerrl.apis import REGISTRY
 from computerrl.apis.app_api import IMPLEMENTATIONS, api_for_app
 from computerrl.apis.impress import ImpressApi
@@ -75,13 +75,13 @@ def impress(env, server):
     return obs
 
 
-def png(path, width: int = 40, height: int = 20) -> None:
+def png(width: int = 40, height: int = 20) -> bytes:
     """A small solid-red PNG (no imaging library needed)."""
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
     rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
 @desktop
@@ -185,24 +185,24 @@ def test_slide_apis(env, server):
     ok(env, "ImpressTools.set_slide_background(color='#112233')")
     assert all(slide(server, n).Background.FillColor == 0x112233 for n in (1, 2, 3, 4))
     image = tmp_path / "red.png"
-    png(image)
-    ok(env, f"ImpressTools.set_slide_background(1, image_path={str(image)!r})")
+    put(server, image, png())
+    ok(env, f"ImpressTools.set_slide_background(1, image_path={inside(image)!r})")
     assert slide(server, 1).Background.FillStyle.value == "BITMAP"
     fails(env, "ImpressTools.set_slide_background(1)", "give a color or an image_path")
     fails(env, "ImpressTools.set_slide_background(1, image_path='/home/user/no/such.png')", "no file at '/home/user/no/such.png'")
 
     count = slide(server, 2).getCount()
-    _, result = ok(env, f"ImpressTools.insert_image(2, {str(image)!r}, width=4, position={{'x': 50, 'y': 25}})")
+    _, result = ok(env, f"ImpressTools.insert_image(2, {inside(image)!r}, width=4, position={{'x': 50, 'y': 25}})")
     picture = box(server, 2, count)
     assert picture.getShapeType() == "com.sun.star.drawing.GraphicObjectShape"
     assert (picture.Size.Width, picture.Size.Height) == (4000, 2000)  # 2:1 like the image
     assert abs(picture.Position.X - width // 2) <= 1 and abs(picture.Position.Y - height // 4) <= 1
     fails(env, "ImpressTools.insert_image(2, 'red.png')", "must be in the home folder")
-    fails(env, f"ImpressTools.insert_image(2, {str(image)!r}, position={{'left': 5}})", "unknown keys ['left']")
+    fails(env, f"ImpressTools.insert_image(2, {inside(image)!r}, position={{'left': 5}})", "unknown keys ['left']")
 
     # Media insertion is refused (LibreOffice's player hung soffice here); the episode survives it.
     fails(env, "ImpressTools.insert_file('/home/user/no/such.mp4')", "no file at")
-    fails(env, f"ImpressTools.insert_file({str(image)!r})", "audio or video is not supported")
+    fails(env, f"ImpressTools.insert_file({inside(image)!r})", "audio or video is not supported")
 
     ok(env, "ImpressTools.set_slide_number_color('red')")
     masters = doc(server).getMasterPages()
@@ -222,26 +222,26 @@ def test_file_and_settings_apis(env, server):
     ok(env, "ImpressTools.write_text('Saved deck', 1, 0)")
     fails(env, "ImpressTools.save()", "has no file yet")
     fails(env, "ImpressTools.save_as('deck.odp')", "must be in the home folder")
-    fails(env, f"ImpressTools.save_as({str(tmp_path / 'deck.key')!r})", "unknown extension '.key'")
-    fails(env, f"ImpressTools.save_as({str(tmp_path / 'nope' / 'deck.odp')!r})", "does not exist")
+    fails(env, f"ImpressTools.save_as({inside(tmp_path / 'deck.key')!r})", "unknown extension '.key'")
+    fails(env, f"ImpressTools.save_as({inside(tmp_path / 'nope' / 'deck.odp')!r})", "does not exist")
 
     path = tmp_path / "deck.pptx"
-    ok(env, f"ImpressTools.save_as({str(path)!r})")
+    ok(env, f"ImpressTools.save_as({inside(path)!r})")
     assert path.read_bytes()[:2] == b"PK" and doc(server).getLocation().endswith("deck.pptx")
-    fails(env, f"ImpressTools.save_as({str(path)!r})", "already exists; pass overwrite=True")
+    fails(env, f"ImpressTools.save_as({inside(path)!r})", "already exists; pass overwrite=True")
     ok(env, "ImpressTools.write_text('Changed', 1, 0)")
     assert doc(server).isModified()
     _, result = ok(env, "ImpressTools.save()")
     assert not doc(server).isModified() and result.startswith("Saved file://")
-    ok(env, f"ImpressTools.save_as({str(tmp_path / 'deck.pdf')!r})")
+    ok(env, f"ImpressTools.save_as({inside(tmp_path / 'deck.pdf')!r})")
     assert (tmp_path / "deck.pdf").read_bytes().startswith(b"%PDF") and doc(server).getLocation().endswith("deck.pptx")
 
     ok(env, "ImpressTools.duplicate_slide(1, 1)")
-    ok(env, f"ImpressTools.export_to_image({str(tmp_path / 'one.png')!r}, 'png', 2)")
+    ok(env, f"ImpressTools.export_to_image({inside(tmp_path / 'one.png')!r}, 'png', 2)")
     assert (tmp_path / "one.png").read_bytes().startswith(b"\x89PNG")
-    _, result = ok(env, f"ImpressTools.export_to_image({str(tmp_path / 'all.jpg')!r}, 'jpg')")
+    _, result = ok(env, f"ImpressTools.export_to_image({inside(tmp_path / 'all.jpg')!r}, 'jpg')")
     assert all((tmp_path / f"all_{n}.jpg").read_bytes().startswith(b"\xff\xd8") for n in (1, 2)), result
-    fails(env, f"ImpressTools.export_to_image({str(tmp_path / 'x.png')!r}, 'png', 3)", "slide 3 does not exist")
+    fails(env, f"ImpressTools.export_to_image({inside(tmp_path / 'x.png')!r}, 'png', 3)", "slide 3 does not exist")
 
     ok(env, "ImpressTools.configure_auto_save(True, 7)")
     recovery = office(server).on_main_thread(lambda: _config(server, "/org.openoffice.Office.Recovery/AutoSave"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import computerrl
-from conftest import act, descendants, wait_until
+from conftest import act, home_of, descendants, wait_until
 from computerrl.envs.client import DesktopEnv, EnvClient, EnvError
 from computerrl.envs.pool import wait_healthy
 from computerrl.envs.server import EnvServer
@@ -38,7 +38,7 @@ def two(tmp_path_factory):
 
 def probe_script(srv: EnvServer) -> str:
     """Shell lines that try what an escaping agent would, one `name=answer` line each."""
-    other_home = srv.slots[1].desktop.home
+    other_home = home_of(srv.slots[1].desktop)
     return "; ".join([
         "touch /usr/probe 2>/dev/null && echo usr=written || echo usr=refused",
         "touch /etc/probe 2>/dev/null && echo etc=written || echo etc=refused",
@@ -102,7 +102,7 @@ def test_an_agent_in_the_terminal_cannot_reach_the_host(two):
     act(env, "Agent.open_app('terminal')")
     script = probe_script(srv).replace("\\", "\\\\").replace("'", "\\'")  # as a Python string literal
     act(env, f"Agent.type(text='( {script} ) > ~/probe.txt 2>&1; echo done >> ~/probe.txt', enter=True)")
-    out = srv.slots[0].desktop.home / "probe.txt"
+    out = home_of(srv.slots[0].desktop) / "probe.txt"
     assert wait_until(lambda: out.exists() and "done" in out.read_text(), timeout_s=60), out.read_text()
     assert_sealed(answers(out.read_text()), srv)
     # On the host, what the agent runs is an unprivileged user, never root.
@@ -111,7 +111,7 @@ def test_an_agent_in_the_terminal_cannot_reach_the_host(two):
     # A process hidden in a new session with a cleared environment does not outlive the episode.
     env.reset()
     assert wait_until(lambda: not sandbox_sleepers(srv), timeout_s=5)
-    assert not (srv.slots[0].desktop.home / "probe.txt").exists()
+    assert not (home_of(srv.slots[0].desktop) / "probe.txt").exists()
 
 
 def test_task_commands_run_in_the_sandbox(two):
@@ -123,7 +123,7 @@ def test_task_commands_run_in_the_sandbox(two):
                      "expected": {"type": "rule", "rules": {"expected": "x"}}}}
     env = DesktopEnv(client, 1, max_steps=5)
     _, info = env.reset(options={"task": task})
-    assert_sealed(answers((srv.slots[1].desktop.home / "probe.txt").read_text()), srv)
+    assert_sealed(answers((home_of(srv.slots[1].desktop) / "probe.txt").read_text()), srv)
     assert not Path("/home/test1").exists()
     # The failed mkdir is reported with Reset's reply, not silently ignored.
     assert any("mkdir /home/test1" in n and "exited with code 1" in n and "Read-only" in n
@@ -141,7 +141,7 @@ def test_files_come_only_from_the_cache_or_the_task_folder(two, tmp_path):
     env = DesktopEnv(client, 0, max_steps=5)
     env.reset(options={"task": task([{"type": "download", "parameters": {"files": [
         {"url": "http://example.test/a.txt", "path": "/home/user/a.txt"}]}}])})
-    assert (srv.slots[0].desktop.home / "a.txt").read_text() == "from the cache\n"
+    assert (home_of(srv.slots[0].desktop) / "a.txt").read_text() == "from the cache\n"
     for steps, getter, named in (
         ([{"type": "download", "parameters": {"files": [{"url": "http://example.test/missing.xlsx",
                                                           "path": "/home/user/m.xlsx"}]}}], None,
@@ -159,14 +159,15 @@ def test_files_come_only_from_the_cache_or_the_task_folder(two, tmp_path):
     (tmp_path / "input.txt").write_text("mine\n")
     env.reset(options={"task": task([{"type": "upload_file", "parameters": {"files": [
         {"local_path": "input.txt", "path": "~/Documents/input.txt"}]}}]), "task_dir": str(tmp_path)})
-    assert (srv.slots[0].desktop.home / "Documents" / "input.txt").read_text() == "mine\n"
+    assert (home_of(srv.slots[0].desktop) / "Documents" / "input.txt").read_text() == "mine\n"
 
 
 def test_a_planted_link_cannot_make_the_server_read_host_files(two, tmp_path):
     from computerrl.envs.tasks.getters import vm_file
+    from computerrl.envs.tasks.setup import Budget
 
     srv, client = two
-    secret = srv.slots[1].desktop.home / "secret.txt"  # another desktop's file, as the host sees it
+    secret = home_of(srv.slots[1].desktop) / "secret.txt"  # another desktop's file, as the host sees it
     srv.slots[1].desktop.sandbox.write("/home/user/secret.txt", b"not yours")
     env = DesktopEnv(client, 0, max_steps=5)
     env.reset(options={"task": {"id": "link", "instruction": "x", "config": [{"type": "execute", "parameters": {
@@ -174,5 +175,6 @@ def test_a_planted_link_cannot_make_the_server_read_host_files(two, tmp_path):
         "evaluator": {"func": "infeasible"}}})
     desktop = srv.slots[0].desktop
     # The server reads the desktop's files through the sandbox: links resolve in the desktop's view.
-    assert vm_file(desktop, {"path": "/home/user/stolen.txt"}, tmp_path) is None
-    assert vm_file(desktop, {"path": "~/shadow"}, tmp_path) is None
+    budget = Budget.of(trusted=True)
+    assert vm_file(desktop, {"path": "/home/user/stolen.txt"}, tmp_path, budget) is None
+    assert vm_file(desktop, {"path": "~/shadow"}, tmp_path, budget) is None

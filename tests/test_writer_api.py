@@ -3,13 +3,14 @@ the env server and run in the desktop), checked by reading the document back ove
 
 from __future__ import annotations
 
+import io
 import inspect
 import json
 
 import pytest
 
 import computerrl.apis.writer  # noqa: F401  (registers WriterTools)
-from conftest import act, desktop_files, fails, ok
+from conftest import act, desktop_files, inside, put, fails, ok
 from computerrl.apis import REGISTRY
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.apis.writer import _WORD_START, WriterApi, _regex, _u16
@@ -242,13 +243,15 @@ def test_insert_apis(env, server):
     assert objects.getByIndex(0).getEmbeddedObject().Formula == "a^2 + b^2 = c^2"
 
     image = tmp_path / "dot.png"
-    Image.new("RGB", (200, 100), "red").save(image)
+    picture = io.BytesIO()
+    Image.new("RGB", (200, 100), "red").save(picture, format="PNG")
+    put(server, image, picture.getvalue())
     fails(env, "WriterTools.insert_image_at_cursor('dot.png')", "must be in the home folder")
-    fails(env, f"WriterTools.insert_image_at_cursor({str(tmp_path / 'none.png')!r})", "no image file")
+    fails(env, f"WriterTools.insert_image_at_cursor({inside(tmp_path / 'none.png')!r})", "no image file")
     text_file = tmp_path / "notes.txt"
-    text_file.write_text("hello")
-    fails(env, f"WriterTools.insert_image_at_cursor({str(text_file)!r})", "not an image")
-    _, result = ok(env, f"WriterTools.insert_image_at_cursor({str(image)!r}, width=100)")
+    put(server, text_file, b"hello")
+    fails(env, f"WriterTools.insert_image_at_cursor({inside(text_file)!r})", "not an image")
+    _, result = ok(env, f"WriterTools.insert_image_at_cursor({inside(image)!r}, width=100)")
     graphics = d.getGraphicObjects()
     assert graphics.getCount() == 1 and "(100x50 px)" in result
     size = graphics.getByIndex(0).Size
@@ -287,7 +290,7 @@ def test_file_apis(env, server):
     fails(env, "WriterTools.save()", "has no file yet")
     fails(env, "WriterTools.export_to_pdf()", "never been saved")
     fails(env, "WriterTools.export_to_pdf('out.pdf')", "must be in the home folder")
-    fails(env, f"WriterTools.export_to_pdf({str(tmp_path)!r}, 'a/b.pdf')", "without folders")
+    fails(env, f"WriterTools.export_to_pdf({inside(tmp_path)!r}, 'a/b.pdf')", "without folders")
 
     path = tmp_path / "letter.odt"
     d = doc(server)  # LibreOffice runs in the desktop's sandbox: it knows the file as /home/user/…
@@ -299,11 +302,11 @@ def test_file_apis(env, server):
 
     _, result = ok(env, "WriterTools.export_to_pdf()")
     assert result == "/home/user/files/letter.pdf" and (tmp_path / "letter.pdf").read_bytes().startswith(b"%PDF")
-    _, result = ok(env, f"WriterTools.export_to_pdf({str(tmp_path / 'x.pdf')!r}, quality='high')")
+    _, result = ok(env, f"WriterTools.export_to_pdf({inside(tmp_path / 'x.pdf')!r}, quality='high')")
     assert (tmp_path / "x.pdf").read_bytes().startswith(b"%PDF")
-    _, result = ok(env, f"WriterTools.export_to_pdf({str(tmp_path)!r}, 'named')")
+    _, result = ok(env, f"WriterTools.export_to_pdf({inside(tmp_path)!r}, 'named')")
     assert result == "/home/user/files/named.pdf" and (tmp_path / "named.pdf").exists()
-    fails(env, f"WriterTools.export_to_pdf({str(path / 'y.pdf')!r})", "could not write")
+    fails(env, f"WriterTools.export_to_pdf({inside(path / 'y.pdf')!r})", "could not write")
 
 
 @desktop

@@ -54,6 +54,11 @@ class EnvServiceStub:
                 request_serializer=env__pb2.HealthRequest.SerializeToString,
                 response_deserializer=env__pb2.HealthReply.FromString,
                 _registered_method=True)
+        self.Rebuild = channel.unary_unary(
+                '/computerrl.env.EnvService/Rebuild',
+                request_serializer=env__pb2.RebuildRequest.SerializeToString,
+                response_deserializer=env__pb2.DesktopHealth.FromString,
+                _registered_method=True)
         self.Close = channel.unary_unary(
                 '/computerrl.env.EnvService/Close',
                 request_serializer=env__pb2.CloseRequest.SerializeToString,
@@ -92,6 +97,13 @@ class EnvServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rebuild(self, request, context):
+        """A fresh desktop in place of one (its episode, if any, is lost); it must pass a clean Reset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Close(self, request, context):
         """Stop every desktop and the server.
         """
@@ -121,6 +133,11 @@ def add_EnvServiceServicer_to_server(servicer, server):
                     servicer.Health,
                     request_deserializer=env__pb2.HealthRequest.FromString,
                     response_serializer=env__pb2.HealthReply.SerializeToString,
+            ),
+            'Rebuild': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebuild,
+                    request_deserializer=env__pb2.RebuildRequest.FromString,
+                    response_serializer=env__pb2.DesktopHealth.SerializeToString,
             ),
             'Close': grpc.unary_unary_rpc_method_handler(
                     servicer.Close,
@@ -236,6 +253,33 @@ class EnvService:
             '/computerrl.env.EnvService/Health',
             env__pb2.HealthRequest.SerializeToString,
             env__pb2.HealthReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebuild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/computerrl.env.EnvService/Rebuild',
+            env__pb2.RebuildRequest.SerializeToString,
+            env__pb2.DesktopHealth.FromString,
             options,
             channel_credentials,
             insecure,

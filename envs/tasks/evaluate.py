@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from computerrl.envs.tasks.getters import fetch
 from computerrl.envs.tasks.registry import METRICS
-from computerrl.envs.tasks.setup import run_steps
+from computerrl.envs.tasks.setup import Budget, run_steps
 from computerrl.envs.tasks.task import Task
 
 if TYPE_CHECKING:
@@ -32,13 +32,15 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
     if exit_success is False:
         return 0.0, "the agent gave up on a feasible task"
     ev, n = task.evaluator, len(task.metrics)
-    run_steps(desktop, ev.get("postconfig", []))
+    budget = Budget.of(trusted=True)  # the evaluation's commands run out of the agent's reach
+    run_steps(desktop, ev.get("postconfig", []), budget)
     results, expected = _per_metric(ev.get("result"), n), _per_metric(ev.get("expected"), n)
     options = _per_metric(ev.get("options") or {}, n)
     conj, scores, notes = ev.get("conj", "and"), [], []
     with tempfile.TemporaryDirectory(prefix="computerrl-eval-") as out:
         for name, res, exp, opts in zip(task.metrics, results, expected, options):
-            metric, result, gold = METRICS[name], fetch(desktop, res, Path(out)), fetch(desktop, exp, Path(out))
+            metric = METRICS[name]
+            result, gold = fetch(desktop, res, Path(out), budget), fetch(desktop, exp, Path(out), budget)
             try:
                 score = float(metric(result, gold, **(opts or {})))
             except Exception as e:  # noqa: BLE001 - an output the metric cannot read is a wrong output

@@ -2,24 +2,27 @@
 
 Everything a step runs or writes happens in the desktop's sandbox: commands run there as its
 user, files are written through its view of the file system (so `/home/user` is the literal
-home, and a link the agent planted points inside the sandbox only). What a step reads from the
-host is restricted: `download` takes files from the task file cache (`--cache`, whose
-`index.json` maps URLs to files) or a `file://` path inside that cache or the task's own folder,
-and `upload_file` likewise; nothing is fetched from the network. Each step's parameters are
-checked when the task loads (`check_parameters`), so a malformed step is named before any
-desktop runs it.
+home, and a link the agent planted points inside the sandbox only). Commands of the task's setup
+run in the desktop's session; those of an evaluation (postconfig, `vm_command_line`) run beside
+the keeper, where nothing the agent left running can see, trace or signal them. All the steps of
+a Reset or an Evaluate share one time budget, so the call answers within the client's deadline.
+What a step reads from the host is restricted: `download` takes files from the task file cache
+(`--cache`, whose `index.json` maps URLs to files) or a `file://` path inside that cache or the
+task's own folder, and `upload_file` likewise; nothing is fetched from the network. Each step's
+parameters are checked when the task loads (`check_parameters`), so a malformed step is named
+before any desktop runs it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import posixpath
 import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from computerrl.apis.paths import OSWORLD_HOME
+from computerrl.apis.paths import desktop_path
 from computerrl.envs.tasks.registry import SETUP_STEPS
 
 if TYPE_CHECKING:
@@ -27,8 +30,11 @@ if TYPE_CHECKING:
 
 COMMAND_TIMEOUT_S = 60.0
 SLEEP_MAX_S = 30.0  # a task cannot park a desktop for long
+SETUP_BUDGET_S = 40.0  # all of a Reset's setup steps, or of an Evaluate's postconfig and getters (clients wait 60 s)
+ARG_MAX_BYTES = 128 * 1024  # the kernel's limit for one argument (MAX_ARG_STRLEN); a command line has fewer
 OFFICE_SUFFIXES = {".xlsx", ".xls", ".ods", ".csv", ".docx", ".doc", ".odt", ".rtf", ".pptx", ".ppt", ".odp", ".txt"}
-STEP_PARAMETERS: dict[str, dict[str, tuple[Callable[[Any], str], bool]]] = {}  # type -> name -> (check, required)
+Parameters = dict[str, tuple[Callable[[Any], str], bool]]  # name -> (check, required)
+STEP_PARAMETERS: dict[str, Parameters] = {}  # step type -> its parameters
 
 
 class SetupError(RuntimeError):
@@ -41,7 +47,12 @@ def _string(v) -> str:
 
 
 def _flag(v) -> str:
-    return "" if isinstance(v, bool) else "expected true or false"
+    return "" if isinstance(v, bool) or v in ("true", "false") else "expected true or false"
+
+
+def flag(v) -> bool:
+    """A flag's value: OSWorld's files write some as the strings "true" and "false"."""
+    return v is True or v == "true"
 
 
 def _seconds(v) -> str:
@@ -52,7 +63,12 @@ def _seconds(v) -> str:
 def _command(v) -> str:
     ok = (isinstance(v, str) and v.strip()) or (isinstance(v, list) and v and all(isinstance(c, (str, int, float))
                                                                                   for c in v))
-    return "" if ok else "expected a command: a string, or a list of strings"
+    if not ok:
+        return "expected a command: a string, or a list of strings"
+    # `bash -c` takes a string command as one argument, and the kernel refuses an argument this long
+    if len(shlex.join(map(str, v)) if isinstance(v, list) else v.encode()) >= ARG_MAX_BYTES:
+        return f"command too long for the kernel (at most {ARG_MAX_BYTES // 1024} KiB)"
+    return ""
 
 
 def _files(*keys: str) -> Callable[[Any], str]:
@@ -67,6 +83,26 @@ def _files(*keys: str) -> Callable[[Any], str]:
     return check
 
 
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What the steps of one Reset or Evaluate share: a deadline, and where their commands run."""
+
+    deadline: float  # time.monotonic() by which every step must be done
+    trusted: bool = False  # commands run beside the keeper (evaluation) rather than in the desktop's session
+
+    @classmethod
+    def of(cls, seconds: float = SETUP_BUDGET_S, trusted: bool = False) -> "Budget":
+        return cls(time.monotonic() + seconds, trusted)
+
+    def left(self, at_most: float) -> float:
+        """Seconds a step may take (at most `at_most`); SetupError once the budget is spent."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise SetupError("the task's steps ran past their time budget "
+                             f"({SETUP_BUDGET_S:.0f} s for a Reset's setup or an evaluation)")
+        return min(at_most, left)
+
+
 def step(name: str, **parameters: tuple[Callable[[Any], str], bool]):
     """Register a setup step with its parameters: name=(check, required)."""
 
@@ -78,10 +114,11 @@ def step(name: str, **parameters: tuple[Callable[[Any], str], bool]):
     return wrap
 
 
-def check_parameters(kind: str, params: dict) -> list[tuple[str, str]]:
-    """(parameter, what is wrong) for a step of a registered type; [] when they are fine."""
+def check_parameters(kind: str, params: dict, table: dict[str, Parameters] = STEP_PARAMETERS) -> list[tuple[str, str]]:
+    """(parameter, what is wrong) for a step (or, with the getters' table, a getter) of a registered
+    type; [] when they are fine."""
     out = []
-    for name, (check, required) in STEP_PARAMETERS.get(kind, {}).items():
+    for name, (check, required) in table.get(kind, {}).items():
         if name not in params:
             if required:
                 out.append((name, "missing"))
@@ -91,16 +128,6 @@ def check_parameters(kind: str, params: dict) -> list[tuple[str, str]]:
 
 
 # ---- paths and files --------------------------------------------------------------------
-def desktop_path(path: str) -> str:
-    """A task's path on the desktop: ~/… and relative paths are in /home/user; absolute as given."""
-    p = str(path)
-    if p == "~" or p.startswith("~/"):
-        p = OSWORLD_HOME + p[1:]
-    elif not p.startswith("/"):
-        p = f"{OSWORLD_HOME}/{p}"
-    return posixpath.normpath(p)
-
-
 def cached(desktop: "Desktop", url: str) -> Path:
     """The host file a task may copy in for `url`: the cache's entry, or a file:// path in the cache or
     the task's own folder (never elsewhere: a task file must not copy the host's files into a desktop)."""
@@ -156,17 +183,17 @@ def _copy_in(desktop: "Desktop", files: list[dict]) -> None:
 
 # ---- the steps ---------------------------------------------------------------------------
 @step("download", files=(_files("url", "path"), True))
-def download(desktop: "Desktop", files: list[dict], **_) -> None:
+def download(desktop: "Desktop", budget: Budget, files: list[dict], **_) -> None:
     _copy_in(desktop, files)
 
 
 @step("upload_file", files=(_files("local_path", "path"), True))
-def upload_file(desktop: "Desktop", files: list[dict], **_) -> None:
+def upload_file(desktop: "Desktop", budget: Budget, files: list[dict], **_) -> None:
     _copy_in(desktop, files)
 
 
 @step("open", path=(_string, True))
-def open_file(desktop: "Desktop", path: str, **_) -> None:
+def open_file(desktop: "Desktop", budget: Budget, path: str, **_) -> None:
     target = desktop_path(path)
     if desktop.sandbox.read(target, limit=0) is None:
         raise SetupError(f"open: {path} does not exist on the desktop")
@@ -176,13 +203,13 @@ def open_file(desktop: "Desktop", path: str, **_) -> None:
 
 
 def _argv(command: list[str] | str, shell: bool) -> list[str]:
-    if shell or isinstance(command, str):
+    if flag(shell) or isinstance(command, str):
         return ["bash", "-c", command if isinstance(command, str) else shlex.join(map(str, command))]
     return [str(c) for c in command]
 
 
 @step("launch", command=(_command, True), shell=(_flag, False))
-def launch(desktop: "Desktop", command: list[str] | str, shell: bool = False, **_) -> None:
+def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: bool = False, **_) -> None:
     raw = command.split() if isinstance(command, str) else [str(c) for c in command]
     office_app = next((a for a in ("calc", "writer", "impress") if f"--{a}" in raw), None)
     if raw and Path(raw[0]).name in ("libreoffice", "soffice") and office_app:  # the desktop's own office
@@ -200,14 +227,15 @@ def launch(desktop: "Desktop", command: list[str] | str, shell: bool = False, **
 
 @step("execute", command=(_command, True), shell=(_flag, False))
 @step("command", command=(_command, True), shell=(_flag, False))
-def execute(desktop: "Desktop", command: list[str] | str, shell: bool = False, **_) -> str:
+def execute(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: bool = False, **_) -> str:
     """Run to completion in the sandbox, in /home/user; its output is returned (vm_command_line uses it).
     A command that fails is noted for Reset's reply (exit code and the end of stderr)."""
     from computerrl.envs.sandbox import SandboxError
 
     argv = _argv(command, shell)
     try:
-        r = desktop.sandbox.run(argv, env=desktop.env, timeout_s=COMMAND_TIMEOUT_S)
+        r = desktop.sandbox.run(argv, env=desktop.env, timeout_s=budget.left(COMMAND_TIMEOUT_S),
+                                trusted=budget.trusted)
     except SandboxError as e:
         raise SetupError(f"command {shlex.join(argv)[:200]}: {e}") from None
     if r.returncode != 0:
@@ -217,14 +245,14 @@ def execute(desktop: "Desktop", command: list[str] | str, shell: bool = False, *
 
 
 @step("sleep", seconds=(_seconds, True))
-def sleep(desktop: "Desktop", seconds: float, **_) -> None:
-    time.sleep(min(float(seconds), SLEEP_MAX_S))
+def sleep(desktop: "Desktop", budget: Budget, seconds: float, **_) -> None:
+    time.sleep(budget.left(min(float(seconds), SLEEP_MAX_S)))
 
 
 def _window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False):
     def matches(w) -> bool:
-        name = w.wm_class if by_class else w.title
-        return name == window_name if strict else window_name.lower() in name.lower()
+        name = w.wm_class if flag(by_class) else w.title
+        return name == window_name if flag(strict) else window_name.lower() in name.lower()
 
     return desktop.wait_for_window(matches, timeout_s=5.0)
 
@@ -232,11 +260,12 @@ def _window(desktop: "Desktop", window_name: str, strict: bool = False, by_class
 def _xdotool(desktop: "Desktop", *argv: str) -> None:
     import subprocess
 
-    subprocess.run(["xdotool", *argv], env=desktop.env, timeout=10, check=False, capture_output=True)
+    subprocess.run(["xdotool", *argv], env=desktop.x_env, timeout=10, check=False, capture_output=True)
 
 
 @step("activate_window", window_name=(_string, True), strict=(_flag, False), by_class=(_flag, False))
-def activate_window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False, **_) -> None:
+def activate_window(desktop: "Desktop", budget: Budget, window_name: str, strict: bool = False,
+                    by_class: bool = False, **_) -> None:
     w = _window(desktop, window_name, strict, by_class)
     if w is None:
         raise SetupError(f"activate_window: no window matches {window_name!r}")
@@ -244,17 +273,19 @@ def activate_window(desktop: "Desktop", window_name: str, strict: bool = False, 
 
 
 @step("close_window", window_name=(_string, True), strict=(_flag, False), by_class=(_flag, False))
-def close_window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False, **_) -> None:
+def close_window(desktop: "Desktop", budget: Budget, window_name: str, strict: bool = False,
+                 by_class: bool = False, **_) -> None:
     w = _window(desktop, window_name, strict, by_class)
     if w is None:
         raise SetupError(f"close_window: no window matches {window_name!r}")
     _xdotool(desktop, "windowclose", str(w.id))
 
 
-def run_steps(desktop: "Desktop", steps: list[dict]) -> None:
+def run_steps(desktop: "Desktop", steps: list[dict], budget: Budget) -> None:
     for i, s in enumerate(steps):
         try:
-            SETUP_STEPS[s["type"]](desktop, **s.get("parameters", {}))
+            budget.left(1.0)  # a spent budget ends the setup before its next step
+            SETUP_STEPS[s["type"]](desktop, budget, **s.get("parameters", {}))
         except SetupError:
             raise
         except TimeoutError:  # a hung office: the desktop's problem, reported as such by the caller
