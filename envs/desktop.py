@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import time
@@ -26,7 +27,7 @@ from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
 from computerrl.envs.cgroup import Cgroup
 from computerrl.envs.office import FACTORIES, Office, office_env
-from computerrl.envs.sandbox import (CONF, HOME, PATH, PRIVATE, RUN, SHM, TMP, VAR, X11, Limits, Sandbox, SandboxError,
+from computerrl.envs.sandbox import (CONF, HOME, PATH, RUN, SHM, TMP, VAR, X11, Limits, Sandbox, SandboxError,
                                      SandboxProcess, check_bwrap, start_xvfb)
 from computerrl.envs.x11 import Screen, Window, xauthority
 
@@ -123,15 +124,16 @@ class Desktop:
         self.last_result = ""
 
     # ---- lifecycle -------------------------------------------------------------------------
-    def start(self, *, office: bool = True) -> "Desktop":
-        """Start X, the sandbox with D-Bus, the AT-SPI bus and the window manager, and LibreOffice."""
+    def start(self) -> "Desktop":
+        """Start X, the sandbox with D-Bus, the AT-SPI bus and the window manager, and make the
+        office's pristine profile (the office itself starts on first use)."""
         try:
-            return self._start(office)
+            return self._start()
         except BaseException:
             self.close()  # never leave half a desktop running
             raise
 
-    def _start(self, office: bool) -> "Desktop":
+    def _start(self) -> "Desktop":
         check_bwrap()
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self.workdir / "conf"
@@ -159,7 +161,7 @@ class Desktop:
                                "XDG_RUNTIME_DIR": RUN, "DBUS_SESSION_BUS_ADDRESS": f"unix:path={RUN}/bus",
                                "AT_SPI_BUS_ADDRESS": f"unix:path={RUN}/at-spi-bus"})
         self.office = Office(self.sandbox, {**self.env, "TMPDIR": f"{VAR}/office-tmp"}, f"{VAR}/lo-profile",
-                             f"{PRIVATE}/lo-profile", f"{LOGS}/soffice.log")
+                             f"{CONF}/lo-profile", f"{LOGS}/soffice.log")
         self.sandbox.wipe([], skeleton=[LOGS])
         self._clear_files()
         self._service("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={RUN}/bus"])
@@ -170,9 +172,21 @@ class Desktop:
         # below and apps find it from their first second. A bus whose socket exists may not listen yet.
         self._wait_for(self._a11y_up, "the D-Bus daemons")
         self._keep = self.sandbox.pids()
-        if office:
-            self.office.start()
+        self._make_office_profile(conf / "lo-profile")
         return self
+
+    def _make_office_profile(self, pristine: Path) -> None:
+        """The office's first start fills in its profile; a copy on our side, read-only in the sandbox
+        (conf/), is what every later start begins from. Before any episode: nothing of an agent's is in it."""
+        self.office.make_profile()
+        self.office.stop()
+        made = Path(f"/proc/{self.sandbox.pid}/root{self.office.profile}")  # the sandbox's file system
+        shutil.rmtree(pristine, ignore_errors=True)
+        shutil.copytree(made, pristine, symlinks=True, ignore=shutil.ignore_patterns(".lock"))
+        for folder, dirs, files in os.walk(pristine):  # the desktop's user must read what we own
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
 
     def _a11y_up(self) -> bool:
         """Whether both buses listen (the AT-SPI one answering us)."""

@@ -2,10 +2,11 @@
 
 soffice.bin is started directly (not the `soffice` wrapper, whose oosplash parent would hide
 the real pid and restart a killed office behind our back). Its user profile lives outside the
-desktop's home; it is seeded so no first-start wizard, tip-of-the-day or document-recovery
-dialog ever shows, and kept as it was after the first start in the keeper's private folder:
-every later start begins from that pristine copy, so nothing an episode did to the office (its
-settings, macros, templates, files in its profile) reaches the next.
+desktop's home. The desktop's first start of the office, before any episode, makes it from a
+seed (no first-start wizard, tip-of-the-day or document-recovery dialog ever shows); the env
+server keeps that profile, read-only to the desktop, and every later start begins from a fresh
+copy of it, so nothing an episode did to the office (its settings, macros, templates, files in
+its profile) reaches the next.
 
 The UNO pipe is a socket in the sandbox's /tmp, whose name is new at every start. The env server
 reaches it through the sandbox's root without following any link (`Sandbox.open_socket`); UNO
@@ -71,11 +72,10 @@ class Office:
     """The desktop's soffice.bin and a UNO connection to it."""
 
     def __init__(self, sandbox: "Sandbox", env: dict[str, str], profile: str, pristine: str, log: str):
-        # profile, pristine, log: paths inside the sandbox (pristine: where only the keeper reaches);
-        # env["TMPDIR"]: the office's temporary files
+        # profile, pristine, log: paths inside the sandbox (pristine: read-only there, the profile
+        # every start begins from); env["TMPDIR"]: the office's temporary files
         self.sandbox, self.env, self.profile, self.pristine, self.log = sandbox, env, profile, pristine, log
         self.temp = env["TMPDIR"]
-        self._has_pristine = False
         self.pipe_name = ""  # new at every start
         self.proc = None  # SandboxProcess of soffice.bin
         self.context = None  # the office's UNO component context
@@ -88,17 +88,20 @@ class Office:
         return f"/tmp/OSL_PIPE_{UID}_{self.pipe_name}"
 
     def start(self, timeout_s: float = 60.0) -> None:
-        if self._has_pristine:
-            self.sandbox.copy(self.pristine, self.profile)
-        else:
-            self.sandbox.write(f"{self.profile}/user/registrymodifications.xcu", seed_profile())
+        """Start soffice on a fresh copy of the pristine profile."""
+        self.sandbox.copy(self.pristine, self.profile)
+        self._launch_until_up(timeout_s)
+
+    def make_profile(self, timeout_s: float = 60.0) -> None:
+        """The first start, on a seeded profile: LibreOffice fills it in (the pristine one to keep)."""
+        self.sandbox.write(f"{self.profile}/user/registrymodifications.xcu", seed_profile())
+        self._launch_until_up(timeout_s)
+
+    def _launch_until_up(self, timeout_s: float) -> None:
         try:
             self._launch(timeout_s)
         except _RestartRequested:  # a new profile's first run exits 81 and wants a restart (oosplash's job)
             self._launch(timeout_s)
-        if not self._has_pristine:
-            self.sandbox.copy(self.profile, self.pristine)
-            self._has_pristine = True
 
     def _launch(self, timeout_s: float) -> None:
         self.pipe_name = f"computerrl-{secrets.token_hex(12)}"

@@ -44,7 +44,6 @@ SHM = "/dev/shm"
 RUN = "/run/user/1000"  # XDG_RUNTIME_DIR: the D-Bus sockets
 VAR = "/var/lib/desktop"  # LibreOffice's profile and the desktop's logs (outside home: reset keeps them)
 CONF = "/run/desktop"  # read-only files the env server writes for the desktop (window manager, buses, X cookie)
-PRIVATE = "/var/lib/keeper"  # the keeper's own folder: the desktop's session sees an empty one in its place
 X11 = "/tmp/.X11-unix"
 UID = 1000  # the user inside
 INIT = Path(__file__).with_name("sandbox_init.py")
@@ -56,7 +55,7 @@ GROUP = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"
 NOBODY = 65534
 REQUEST_TIMEOUT_S = 30.0
 MB = 1 << 20
-RUN_MB, VAR_MB, PRIVATE_MB = 64, 512, 128  # the bus sockets; the office's profile, temp files and the logs
+RUN_MB, VAR_MB = 64, 512  # the bus sockets; the office's profile, temp files and the logs
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's resolver, inside a desktop with network
 
 
@@ -175,7 +174,7 @@ class Sandbox:
         info_r, info_w = os.pipe()
         fds = (*(lst.fileno() for lst in listeners), life_r)
         argv = [*self._bwrap_args(info_w), "/usr/bin/python3", "-I", f"{CONF}/init.py", "keeper", *map(str, fds),
-                str(self.limits.processes), PRIVATE]
+                str(self.limits.processes)]
         log = open(self.root / "sandbox.log", "ab")
         try:
             self.proc = subprocess.Popen(self.cgroup.wrap(argv) if self.cgroup else argv, pass_fds=(*fds, info_w),
@@ -241,7 +240,6 @@ class Sandbox:
                 "--proc", "/proc", "--dev", "/dev", *ram(lim.shm_mb, SHM, "1777"), "--ro-bind", "/sys", "/sys",
                 *ram(lim.tmp_mb, TMP, "1777"), "--ro-bind", f"{r}/{self.x11_dir.relative_to(self.root)}", X11,
                 *ram(lim.home_mb, HOME), "--tmpfs", "/run", *ram(RUN_MB, RUN, "0700"), *ram(VAR_MB, VAR),
-                *ram(PRIVATE_MB, PRIVATE, "0700"),
                 "--ro-bind", f"{r}/conf", CONF, "--remount-ro", "/run", "--remount-ro", "/", "--chdir", HOME]
 
     def _start_network(self) -> subprocess.Popen:

@@ -9,8 +9,7 @@ descriptor: no path inside the sandbox names either socket, so nothing in the de
              the file system (a link planted by the agent can only ever point inside the sandbox), and
              runs the commands that decide a score (getters, postconfig). It starts the session in a
              nested user and pid namespace, so nothing the agent runs can see, signal or trace it,
-             nor anything it runs. A folder of its own (PRIVATE) is hidden from the session: what
-             it keeps there (the office's pristine profile) no process of the desktop can reach.
+             nor anything it runs.
     session  pid 2 of that nested namespace, where everything of the desktop runs: the buses, the
              window manager, the apps, the agent's terminal, the task's setup commands. It starts,
              watches and kills them; the namespace makes "everything the desktop runs" exact, and it
@@ -35,7 +34,7 @@ The keeper's lifeline descriptor is the read end of a pipe whose write end only 
 holds: it reaches end-of-file when the server dies, however it dies. The keeper then exits,
 bubblewrap's pid 1 follows, and the kernel kills every process left in the namespaces.
 
-    python3 -I init.py keeper LISTENER SESSION_LISTENER LIFELINE PROCESSES PRIVATE
+    python3 -I init.py keeper LISTENER SESSION_LISTENER LIFELINE PROCESSES
     python3 -I init.py session LISTENER PROCESSES
 """
 
@@ -48,6 +47,7 @@ import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -190,18 +190,23 @@ def write(req: dict) -> dict:
 
 
 def read(req: dict) -> dict:
-    try:
-        if not os.path.isfile(req["path"]):
-            return {"missing": True}
-        with open(req["path"], "rb") as f:
-            return {"data": base64.b64encode(f.read(req.get("limit", -1))).decode()}
-    except PermissionError:  # not the desktop user's to read: as good as missing
+    try:  # non-blocking open, then a look at what was opened: a FIFO swapped in cannot hang us
+        fd = os.open(req["path"], os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return {"missing": True}  # absent, or not the desktop user's to read: as good as missing
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         return {"missing": True}
+    os.set_blocking(fd, True)
+    with open(fd, "rb") as f:
+        return {"data": base64.b64encode(f.read(req.get("limit", -1))).decode()}
 
 
 def copy(req: dict) -> dict:
-    if os.path.lexists(req["to"]):
+    if os.path.isdir(req["to"]) and not os.path.islink(req["to"]):
         shutil.rmtree(req["to"], onerror=_writable_then_retry)
+    elif os.path.lexists(req["to"]):  # a file or a link the agent put in its place
+        os.unlink(req["to"])
     shutil.copytree(req["from"], req["to"], symlinks=True)
     return {}
 
@@ -243,15 +248,16 @@ def untouchable() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def keeper(listener: int, session_listener: int, lifeline: int, processes: int, private: str) -> None:
+def keeper(listener: int, session_listener: int, lifeline: int, processes: int) -> None:
     untouchable()
     serve_forever(listener, KEEPER_OPS)
     # The session: a user and pid namespace of its own under ours (bubblewrap's reaper is its pid 1),
-    # the same files but our private folder, a /proc that shows only the desktop's processes.
+    # the same files, a /proc that shows only the desktop's processes.
     subprocess.Popen(["bwrap", "--unshare-user", "--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc",
-                      "--tmpfs", private, "--remount-ro", private, "--die-with-parent", "--new-session", "--",
+                      "--die-with-parent", "--new-session", "--",
                       sys.executable, "-I", SELF, "session", str(session_listener), str(processes)],
-                     pass_fds=(session_listener,), stdin=subprocess.DEVNULL)
+                     pass_fds=(session_listener,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)  # the reaper it runs as pid 1 there can be robbed: no host file
     os.close(session_listener)
     while os.read(lifeline, 1):  # blocks until the env server is gone
         pass
@@ -268,6 +274,6 @@ def session(listener: int, processes: int) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "keeper":
-        keeper(*map(int, sys.argv[2:6]), sys.argv[6])
+        keeper(*map(int, sys.argv[2:6]))
     else:
         session(*map(int, sys.argv[2:4]))
