@@ -109,7 +109,11 @@ class Office:
             [SOFFICE, "--norestore", "--nologo", "--nodefault", "--nofirststartwizard", "--nolockcheck",
              f"-env:UserInstallation=file://{self.profile}",
              f"--accept=pipe,name={self.pipe_name};urp;StarOffice.ComponentContext"], env=self.env, log=self.log)
-        self._connect(timeout_s)
+        try:
+            self._connect(timeout_s)
+        except BaseException:
+            self.stop()  # an office we cannot reach is no office: the next use starts another
+            raise
 
     def _connect(self, timeout_s: float) -> None:
         import uno
@@ -130,8 +134,10 @@ class Office:
                 raise RuntimeError(f"soffice exited with code {code} while starting; see {self.log} in the sandbox")
             try:
                 fd = self.sandbox.open_socket(self.pipe_path)
-            except (FileNotFoundError, SandboxError):
-                fd = -1  # not listening yet (or something else is there: soffice replaces it or times out)
+            except FileNotFoundError:
+                fd = -1  # not listening yet
+            except SandboxError as e:
+                raise RuntimeError(f"the office's pipe was replaced, by something that is not its socket: {e}") from None
             if fd >= 0:
                 try:
                     link.symlink_to(f"/proc/{os.getpid()}/fd/{fd}")

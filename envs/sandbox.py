@@ -237,7 +237,8 @@ class Sandbox:
                 "--ro-bind", f"{r}/conf/compat", python_site(), "--remount-ro", "/usr/local",
                 "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
                 "--ro-bind-try", "/var/lib/dpkg", "/var/lib/dpkg", "--dir", "/var/tmp",
-                "--proc", "/proc", "--dev", "/dev", *ram(lim.shm_mb, SHM, "1777"), "--ro-bind", "/sys", "/sys",
+                "--proc", "/proc", "--dev", "/dev", *ram(lim.shm_mb, SHM, "1777"), "--remount-ro", "/dev",
+                "--ro-bind", "/sys", "/sys",
                 *ram(lim.tmp_mb, TMP, "1777"), "--ro-bind", f"{r}/{self.x11_dir.relative_to(self.root)}", X11,
                 *ram(lim.home_mb, HOME), "--tmpfs", "/run", *ram(RUN_MB, RUN, "0700"), *ram(VAR_MB, VAR),
                 "--ro-bind", f"{r}/conf", CONF, "--remount-ro", "/run", "--remount-ro", "/", "--chdir", HOME]

@@ -1,0 +1,354 @@
+"""The ways through the sandbox that were found, each tried again as an agent would: with the
+agent's own actions only (a terminal, typed commands, programs it writes there), on real desktops.
+
+1. take over the keeper (copy its control socket, stop it, answer in its place) and forge a score;
+2. from a desktop with network, reach another desktop's display (or the env server);
+3. put a link in place of the office's pipe, so that the server, as root, connects elsewhere;
+4. fill the disk, fork without end, eat memory;
+5. leave files behind for the next episode, anywhere the desktop can write.
+And the desktop the agent wedges is rebuilt alone, the other desktops of its server carrying on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import act, descendants, home_of, wait_until
+from computerrl.envs.client import DesktopEnv, EnvClient
+from computerrl.envs.pool import wait_healthy
+from computerrl.envs.sandbox import Limits
+from computerrl.envs.server import EnvServer
+
+pytestmark = pytest.mark.desktop
+CHUNK = 1500  # characters per Agent.type: the parser takes at most 2,000
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    srv = EnvServer(desktops=2, workdir=tmp_path_factory.mktemp("attacked"), settle_s=0.2,
+                    limits=Limits(processes=300, memory_mb=3072)).start()
+    client = EnvClient(f"127.0.0.1:{srv.port}", timeout_s=90)
+    assert wait_healthy(client, 180) == ""
+    yield srv, client
+    client.close()
+    srv.stop()
+
+
+@pytest.fixture
+def env0(two):
+    srv, client = two
+    assert wait_healthy(client, 120) == ""  # a test before may have wedged a desktop on purpose
+    env = DesktopEnv(client, 0, max_steps=100)
+    yield env
+    env.close()
+
+
+def agent_runs(env: DesktopEnv, program: str, output: str) -> None:
+    """The agent writes `program` (Python) in its terminal, in base64 chunks it types, and starts it
+    in the background with its output in ~/<output>."""
+    blob = base64.b64encode(program.encode()).decode()
+    act(env, "Agent.open_app('terminal')")
+    for i in range(0, len(blob), CHUNK):
+        act(env, f"Agent.type(text={f'echo -n {blob[i:i + CHUNK]} >> ~/.p.b64'!r}, enter=True)")
+    line = f"base64 -d ~/.p.b64 > ~/.p.py && rm ~/.p.b64 && (python3 ~/.p.py > ~/{output} 2>&1 &)"
+    act(env, f"Agent.type(text={line!r}, enter=True)")
+
+
+def read_output(desktop, name: str, until: str, timeout_s: float = 60.0) -> str:
+    path = home_of(desktop) / name
+    assert wait_until(lambda: path.exists() and until in path.read_text(), timeout_s), \
+        path.read_text() if path.exists() else f"no ~/{name}"
+    return path.read_text()
+
+
+def host_processes(desktop) -> dict[int, tuple[str, str]]:
+    """pid -> (state letter, command line) of every host process of the desktop's sandbox."""
+    out = {}
+    for pid in descendants([desktop.sandbox.proc.pid]):
+        try:
+            state = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0]
+            out[pid] = (state, open(f"/proc/{pid}/cmdline").read().replace("\0", " "))
+        except OSError:
+            pass
+    return out
+
+
+# 1 ------------------------------------------------------------------------------------------
+THIEF = r'''
+import ctypes, json, os, signal, socket, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+report, listeners = {"seen": {}, "stolen": [], "refused": {}, "stopped": []}, []
+for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+    try:
+        report["seen"][pid] = open(f"/proc/{pid}/cmdline").read().replace("\0", " ").strip()
+    except OSError:
+        continue
+    if "init.py" not in report["seen"][pid]:  # the keeper and the session run init.py
+        continue
+    pfd = libc.syscall(434, pid, 0)  # pidfd_open
+    for n in range(64):
+        fd = libc.syscall(438, pfd, n, 0) if pfd >= 0 else -1  # pidfd_getfd: copy its descriptor n
+        if fd < 0:
+            report["refused"].setdefault(str(pid), os.strerror(ctypes.get_errno()))
+            continue
+        try:
+            s = socket.socket(fileno=fd)
+        except OSError:  # not a socket
+            os.close(fd)
+            continue
+        if s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            s.setblocking(True)
+            listeners.append(s)
+            report["stolen"].append([pid, n])
+for pid in sorted({p for p, _ in report["stolen"]}):  # stop the owner, answer in its place
+    os.kill(pid, signal.SIGSTOP)
+    report["stopped"].append(pid)
+print(json.dumps(report), flush=True)
+
+def forge(listener):
+    while True:
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rwb") as f:
+            f.readline()
+            f.write(b'{"returncode": 0, "stdout": "FORGED", "stderr": "", "pids": [], "exited": {}, "killed": 0}\n')
+
+for listener in listeners:
+    threading.Thread(target=forge, args=(listener,), daemon=True).start()
+time.sleep(600)
+'''
+
+FORGEABLE = {"id": "forgeable", "instruction": "Print FORGED from the command line.",
+             "evaluator": {"func": "check_include_exclude",
+                           "result": {"type": "vm_command_line", "command": ["bash", "-c", "echo real"]},
+                           "expected": {"type": "rule", "rules": {"include": ["FORGED"], "exclude": []}}}}
+
+
+def test_the_agent_cannot_take_over_the_keeper_or_forge_a_score(two, env0):
+    srv, client = two
+    desktop = srv.slots[0].desktop
+    env0.reset(options={"task": FORGEABLE})
+    agent_runs(env0, THIEF, "thief.json")
+    report = json.loads(read_output(desktop, "thief.json", "}"))
+    # Of what acts for the server it sees only the session (pid 2), which gives nothing away; the keeper,
+    # which reads the files and runs the commands a score comes from, it does not even see.
+    assert [cmd.split()[-3] for cmd in report["seen"].values() if cmd.startswith("/usr/bin/python3")
+            and "init.py" in cmd] == ["session"], report
+    assert report["stolen"] == [] and report["stopped"] == [], report
+    assert report["refused"]["2"] == "Operation not permitted", report  # the session: nothing to copy
+    keeper = [pid for pid, (_, cmd) in host_processes(desktop).items()
+              if cmd.startswith("/usr/bin/python3 -I /run/desktop/init.py keeper")]
+    assert len(keeper) == 1 and host_processes(desktop)[keeper[0]][0] != "T"  # not stopped
+    # The score comes from the keeper's own run of the command: the real output, not the thief's.
+    _, reward, terminated, _, info = env0.step("```python\nAgent.exit(True)\n```")
+    assert terminated and reward == 0.0 and info["score"] == 0.0, info
+    assert client.health().healthy
+    env0.reset()  # the thief does not survive the episode
+    assert not any("/.p.py" in cmd for _, cmd in host_processes(desktop).values())
+
+
+# 2 ------------------------------------------------------------------------------------------
+NETWORK_PROBE = r'''
+import json, os, socket, subprocess
+out = {}
+def xdotool(display):
+    env = {**os.environ, "DISPLAY": display}
+    return subprocess.run(["xdotool", "getmouselocation"], env=env, capture_output=True).returncode == 0
+def reaches(address, family=socket.AF_INET):
+    try:
+        with socket.socket(family) as s:
+            s.settimeout(3)
+            s.connect(address)
+            return s.recv(64).decode() or "connected"
+    except OSError as e:
+        return f"refused: {e.strerror}"
+out["own_display"] = xdotool(os.environ["DISPLAY"])
+out["other_display"] = xdotool(OTHER)
+out["other_abstract"] = reaches("\0/tmp/.X11-unix/X" + OTHER[1:], socket.AF_UNIX)
+out["server_loopback"] = reaches(("127.0.0.1", PORT))
+out["server_host"] = reaches(("10.0.2.2", PORT))
+out["outside"] = reaches((HOST, OUTSIDE)) if HOST else "no address"
+out["interfaces"] = sorted(name for _, name in socket.if_nameindex())
+print(json.dumps(out), flush=True)
+'''
+
+
+def host_address() -> str:
+    """An address of this machine beyond loopback ("" when it has none)."""
+    r = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    return r.stdout.split()[3].split("/")[0] if r.returncode == 0 and r.stdout.split() else ""
+
+
+def test_a_desktop_with_network_reaches_out_but_not_another_desktop_or_the_server(two, env0):
+    srv, client = two
+    other = srv.slots[1].desktop.x_env["DISPLAY"]
+    outside = socket.socket()
+    outside.bind(("0.0.0.0", 0))  # stands for the internet: reachable over this machine's own address
+    outside.listen(8)
+    threading.Thread(target=lambda: [c.sendall(b"hello from outside") or c.close()
+                                     for c, _ in iter(outside.accept, None)], daemon=True).start()
+    try:
+        env0.reset(options={"task": {"id": "net", "instruction": "x", "network": True,
+                                     "evaluator": {"func": "infeasible"}}})
+        desktop = srv.slots[0].desktop
+        assert desktop.network
+        probe = NETWORK_PROBE.replace("OTHER", repr(other)).replace("PORT", str(srv.port)) \
+            .replace("HOST", repr(host_address())).replace("OUTSIDE", str(outside.getsockname()[1]))
+        agent_runs(env0, probe, "net.json")
+        seen = json.loads(read_output(desktop, "net.json", "}"))
+    finally:
+        outside.close()
+    assert seen["own_display"] and not seen["other_display"], seen
+    assert seen["other_abstract"].startswith("refused"), seen  # another desktop's X is not even a socket away
+    assert seen["server_loopback"].startswith("refused") and seen["server_host"].startswith("refused"), seen
+    assert seen["interfaces"] == ["lo", "tap0"], seen  # a namespace of its own, never the host's
+    if host_address():
+        assert seen["outside"] == "hello from outside", seen
+    # And from the host, a display admits only its own desktop's cookie.
+    for auth in ("/nonexistent", srv.slots[0].desktop.x_env["XAUTHORITY"]):
+        r = subprocess.run(["xdotool", "getmouselocation"], capture_output=True,
+                           env={"PATH": os.environ["PATH"], "DISPLAY": other, "XAUTHORITY": auth})
+        assert r.returncode != 0 and b"Can't open display" in r.stderr, r.stderr
+    env0.reset()
+    assert not srv.slots[0].desktop.network  # the next task without network gets none
+
+
+# 3 ------------------------------------------------------------------------------------------
+def test_a_link_in_place_of_the_office_pipe_is_never_followed(two, env0, tmp_path):
+    srv, client = two
+    trap = tmp_path / "trap.sock"  # a socket of the host's, where the agent wants the server to go
+    connections = []
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(trap))
+    listener.listen(8)
+    threading.Thread(target=lambda: [connections.append(c) for c, _ in iter(listener.accept, None)],
+                     daemon=True).start()
+    # Replace the office's pipe, and any new one, for as long as the episode runs.
+    swap = f"while true; do for p in /tmp/OSL_PIPE_*; do [ -L $p ] || ln -sfn {trap} $p; done; sleep 0.02; done &"
+    desktop = srv.slots[0].desktop
+    env0.reset()
+    act(env0, "Agent.open_app('calc')")
+    pipe = desktop.office.pipe_path
+    act(env0, "Agent.open_app('terminal')")
+    act(env0, f"Agent.type(text={swap!r}, enter=True)")
+    assert wait_until(lambda: os.path.islink(f"/proc/{desktop.sandbox.pid}/root{pipe}"))
+    with pytest.raises(Exception, match="not a socket of the desktop's user"):
+        desktop.sandbox.open_socket(pipe)
+    env0.reset()  # the office restarts (on a new pipe), the agent's loop is gone
+    # And the office's start while the loop runs: the link is refused, never followed.
+    act(env0, "Agent.open_app('terminal')")
+    act(env0, f"Agent.type(text={swap!r}, enter=True)")
+    act(env0, "Agent.wait()")
+    env0.step("```python\nAgent.open_app('calc')\n```")  # fails, or wins the race: either way, no link taken
+    env0.reset()
+    act(env0, "Agent.open_app('calc')")
+    obs, info = act(env0, "CalcTools.set_cell_value('A1', 'works')")
+    assert info["exec_result"] == "Done" and desktop.office.pipe_path != pipe
+    listener.close()
+    assert connections == []  # never once did the server, as root, dial the agent's target
+    assert client.health().healthy
+
+
+# 4 ------------------------------------------------------------------------------------------
+HOG = r'''
+import json, os, subprocess, sys
+out = {}
+out["fallocate"] = subprocess.run(["fallocate", "-l", "30G", os.path.expanduser("~/big")], capture_output=True).returncode
+with open("/dev/shm/fill", "wb") as f:
+    try:
+        for _ in range(2048):
+            f.write(b"\0" * (1 << 20))
+            f.flush()
+    except OSError as e:
+        out["shm_error"] = e.strerror
+out["shm_mb"] = os.path.getsize("/dev/shm/fill") >> 20
+os.remove("/dev/shm/fill")
+children = []
+try:
+    for _ in range(2000):
+        children.append(subprocess.Popen(["sleep", "1000"]))
+except OSError as e:
+    out["fork_error"] = e.strerror
+out["processes"] = len(children)
+for c in children:
+    c.kill()
+    c.wait()
+eat = subprocess.run([sys.executable, "-c", "x = bytearray(6 << 30); x[::4096] = b'1' * len(x[::4096])"])
+out["eat_returncode"] = eat.returncode
+print(json.dumps(out), flush=True)
+'''
+
+
+def test_filling_the_disk_forking_and_eating_memory_hit_the_desktop_not_the_host(two, env0):
+    srv, client = two
+    desktop, limits = srv.slots[0].desktop, srv.slots[0].desktop.limits
+    free_before = shutil.disk_usage(srv.workdir).free
+    env1 = DesktopEnv(client, 1, max_steps=100)
+    env1.reset()
+    env0.reset()
+    agent_runs(env0, HOG, "hog.json")
+    act(env1, "Agent.open_app('calc')")  # the other desktop goes on meanwhile
+    hog = json.loads(read_output(desktop, "hog.json", "}", timeout_s=120))
+    assert hog["fallocate"] != 0  # 30 GB do not fit in a home of limits.home_mb
+    assert hog["shm_error"] == "No space left on device" and hog["shm_mb"] <= limits.shm_mb, hog
+    assert hog["fork_error"] == "Resource temporarily unavailable", hog
+    assert 0 < hog["processes"] < limits.processes, hog
+    if os.geteuid() == 0:  # only root may cap memory (a cgroup): the CI runs as root
+        assert desktop.cgroup is not None and hog["eat_returncode"] == -signal.SIGKILL, hog
+    assert shutil.disk_usage(srv.workdir).free > free_before - (1 << 30)  # the host's disk did not fill
+    assert client.health().healthy
+    act(env1, "CalcTools.set_cell_value('A1', 'still here')")
+    env1.close()
+
+
+# 5 ------------------------------------------------------------------------------------------
+PLANT = ("n=0; for d in $(find / \\( -path /proc -o -path /sys -o -path /dev/pts \\) -prune -o -type d -writable "
+         "-print 2>/dev/null); do touch $d/planted-$n 2>/dev/null && n=$((n+1)); done; echo planted=$n > ~/planted.txt")
+FIND = ["bash", "-c", "find / \\( -path /proc -o -path /sys \\) -prune -o -name 'planted-*' -print 2>/dev/null"]
+
+
+def test_nothing_the_agent_leaves_survives_into_the_next_episode(two, env0):
+    srv, client = two
+    desktop = srv.slots[0].desktop
+    env0.reset()
+    act(env0, "Agent.open_app('writer')")  # the office runs: its profile and temporary files are there to plant in
+    act(env0, "Agent.open_app('terminal')")
+    act(env0, f"Agent.type(text={PLANT!r}, enter=True)")
+    planted = int(read_output(desktop, "planted.txt", "planted=").split("=")[1])
+    where = desktop.sandbox.run(FIND, env=desktop.env, trusted=True).stdout.split()
+    assert planted == len(where) and planted >= 10, where
+    for place in ("/home/user/", "/tmp/", "/dev/shm/", "/run/user/1000/", "/var/lib/desktop/lo-profile/"):
+        assert any(p.startswith(place) for p in where), (place, where)
+    env0.reset()
+    assert desktop.sandbox.run(FIND, env=desktop.env, trusted=True).stdout.split() == []
+    act(env0, "Agent.open_app('writer')")  # the office starts again, from its pristine profile
+    assert desktop.sandbox.run(FIND, env=desktop.env, trusted=True).stdout.split() == []
+
+
+# wedged -------------------------------------------------------------------------------------
+def test_a_wedged_desktop_is_rebuilt_alone(two, env0):
+    srv, client = two
+    env1 = DesktopEnv(client, 1, max_steps=100)
+    env1.reset()
+    env0.reset()
+    before, other_before = srv.slots[0].replacements, srv.slots[1].replacements
+    act(env0, "Agent.open_app('terminal')")
+    # Stop the session: the one process of the server's it may signal (the keeper, it cannot even name).
+    _, _, _, truncated, info = env0.step("```python\nAgent.type(text='kill -STOP 2', enter=True)\n```")
+    if not info["aborted"]:  # the step's own health check may come before the stop takes
+        _, _, _, truncated, info = env0.step("```python\nAgent.wait()\n```")
+    assert truncated and "episode lost" in info["aborted"], info  # its own episode is lost, not failed
+    assert srv.slots[0].replacements == before + 1
+    act(env1, "Agent.open_app('calc')")  # the other desktop's episode never noticed
+    act(env1, "CalcTools.set_cell_value('A1', 'unharmed')")
+    assert srv.slots[1].replacements == other_before and wait_healthy(client, 60) == ""
+    env1.close()
