@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from computerrl.cli.options import Backend, OutDir
+from computerrl.envs.sandbox import Limits
 from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
 
 HELP = "Start and supervise real desktops behind gRPC env servers; writes the env manifest."
@@ -30,8 +31,16 @@ def command(
                                                  "engines (the token guards them).")] = "127.0.0.1",
     cache: Annotated[Path | None, typer.Option(help="Task file cache for every server: a folder whose index.json "
                                                     "maps URLs to its files (tasks' downloads read only it).")] = None,
-    network: Annotated[bool, typer.Option(help="Desktops share the host's network (default: none; a task with "
+    network: Annotated[bool, typer.Option(help="Desktops get outbound network, each in a namespace of its own "
+                                               "without the host's loopback (default: none; a task with "
                                                "\"network\": true still gets it).")] = False,
+    home_mb: Annotated[int, typer.Option(help="Size of each desktop's /home/user, MiB (in RAM).")] = Limits.home_mb,
+    tmp_mb: Annotated[int, typer.Option(help="Size of each desktop's /tmp, MiB (in RAM).")] = Limits.tmp_mb,
+    shm_mb: Annotated[int, typer.Option(help="Size of each desktop's /dev/shm, MiB (in RAM).")] = Limits.shm_mb,
+    max_processes: Annotated[int, typer.Option(help="Processes and threads each desktop's user may have.")
+                             ] = Limits.processes,
+    memory_mb: Annotated[int, typer.Option(help="Memory cap of each desktop, its RAM folders included (a cgroup: "
+                                                "needs root); 0 = none.")] = Limits.memory_mb,
     detach: Annotated[bool, typer.Option(help="Supervise in the background; return once all are healthy.")] = False,
     stop: Annotated[bool, typer.Option(help="Stop the envs recorded in --out.")] = False,
 ):

@@ -89,8 +89,9 @@ class EnvPool:
                                "(see the log for why)")
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"no free desktop within {timeout_s} s ({self.size} in the pool)")
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
             try:
-                env_id, desktop = self.free.get(timeout=1.0)  # a second at a time: desktops may be set aside
+                env_id, desktop = self.free.get(timeout=max(0.0, left))  # a second at most: desktops may be set aside
             except queue.Empty:
                 continue
             if env_id in self.handles and (env_id, desktop) not in self.set_aside:  # else: retired
@@ -130,16 +131,19 @@ class EnvPool:
         self.lost_in_a_row[key] = 0
 
     def _recover(self, env_id: str) -> None:
-        """After a lost episode: keep a healthy server, replace a dead or sick one, retire what fails."""
+        """After a lost episode: keep a server that answers (its desktops are rebuilt by it, and by
+        `_rebuild` when one keeps failing), replace a dead or hung one, retire what fails."""
         handle = self.handles.get(env_id)
         if handle is None:
             return
         if self.backend is not None and not self.backend.alive(handle):
             problem = "server exited"
-        else:  # a live server may be rebuilding the desktop: give it time
-            problem = wait_healthy(self.clients[env_id], timeout_s=min(self.start_timeout_s, 30.0))
-        if not problem:
-            return
+        else:
+            try:
+                self.clients[env_id].health(timeout_s=10.0)
+                return
+            except EnvError as e:
+                problem = str(e)
         with self._lock:
             if self.handles.get(env_id) is not handle:  # another lease of this server dealt with it
                 return

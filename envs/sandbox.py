@@ -250,10 +250,11 @@ class Sandbox:
                                "or `apt-get install slirp4netns`")
         ready_r, ready_w = os.pipe()
         exit_r, self._exit_w = os.pipe()  # closed by close() or our death: slirp4netns then exits
-        ns = f"/proc/{self.pid}/ns"
+        # As root it joins the namespace by path (entering the sandbox's user namespace, as a process
+        # by pid does, is refused to root there); otherwise by pid, as rootless containers do.
+        target = ["--netns-type=path", f"/proc/{self.pid}/ns/net"] if os.geteuid() == 0 else [str(self.pid)]
         argv = ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp",
-                f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", "--netns-type=path",
-                *([] if os.geteuid() == 0 else [f"--userns-path={ns}/user"]), f"{ns}/net", "tap0"]
+                f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", *target, "tap0"]
         with open(self.root / "network.log", "ab") as log:
             proc = subprocess.Popen(self.cgroup.wrap(argv) if self.cgroup else argv, pass_fds=(ready_w, exit_r),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log)
@@ -262,7 +263,11 @@ class Sandbox:
         with os.fdopen(ready_r, "rb") as ready:
             if ready.read(1) != b"1":
                 proc.kill()
-                raise SandboxError(f"slirp4netns did not bring the network up; see {self.root / 'network.log'}")
+                proc.wait()
+                said = [line for line in (self.root / "network.log").read_text(errors="replace").splitlines()
+                        if line.strip() and not line.startswith(("WARNING", "child failed"))]
+                raise SandboxError("slirp4netns did not bring the desktop's network up"
+                                   + (f": {said[-1]}" if said else f"; see {self.root / 'network.log'}"))
         return proc
 
     # ---- requests to the keeper and the session inside --------------------------------------

@@ -83,7 +83,7 @@ def run(req: dict) -> dict:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return {"error": f"did not finish within {req.get('timeout', 60)} s"}
+        return {"error": f"did not finish within {req.get('timeout', 60):.0f} s"}
     return {"returncode": proc.returncode, "stdout": out[:OUTPUT_LIMIT].decode(errors="replace"),
             "stderr": err[:OUTPUT_LIMIT].decode(errors="replace")}
 

@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from computerrl.envs.sandbox import Limits
+
 PID_FILE, LOG_FILE, CONFIG_FILE = "supervisor.pid", "supervisor.log", "spawn-envs.json"
 
 
@@ -53,7 +55,12 @@ class SpawnEnvsConfig:
     docker_hosts: str = ""  # comma-separated Docker engine URLs; "" = $DOCKER_HOST, else the local socket
     publish_ip: str = "127.0.0.1"  # interface docker publishes server ports on; 0.0.0.0 for remote engines
     cache: Path | None = None  # task file cache (index.json: URL -> file) every server's tasks copy files from
-    network: bool = False  # desktops share the host's network (default: none, unless a task asks for it)
+    network: bool = False  # desktops get outbound network, each in its own namespace (default: none, unless a task asks)
+    home_mb: int = Limits.home_mb  # each desktop's /home/user, MiB (in RAM)
+    tmp_mb: int = Limits.tmp_mb  # each desktop's /tmp, MiB (in RAM)
+    shm_mb: int = Limits.shm_mb  # each desktop's /dev/shm, MiB (in RAM)
+    max_processes: int = Limits.processes  # processes and threads each desktop's user may have
+    memory_mb: int = Limits.memory_mb  # memory cap of each desktop, its RAM folders included (needs root); 0 = none
     detach: bool = False  # supervise in the background and return once all are healthy
     stop: bool = False  # stop the envs of OUT (a detached supervisor, or the servers of its manifest)
 
@@ -70,6 +77,7 @@ class SpawnEnvsConfig:
             raise ValueError("--detach and --stop exclude each other")
         if self.parallel_starts < 1 or self.poll_s <= 0:
             raise ValueError("--parallel-starts must be ≥ 1 and --poll-s > 0")
+        Limits(self.home_mb, self.tmp_mb, self.shm_mb, self.max_processes, self.memory_mb)  # says what is wrong
         # Building the backend checks its name against the registry (the error lists the known
         # ones) and its options (remote engines with a loopback --publish-ip). Cheap: the backend
         # modules import only the standard library, and no engine is dialed.
@@ -80,13 +88,15 @@ def _backend(cfg: SpawnEnvsConfig):
     from computerrl.envs.backends.base import make_backend
 
     options = {}
+    limits = ("--home-mb", str(cfg.home_mb), "--tmp-mb", str(cfg.tmp_mb), "--shm-mb", str(cfg.shm_mb),
+              "--max-processes", str(cfg.max_processes), "--memory-mb", str(cfg.memory_mb))
     if cfg.backend == "local":
-        args = [*(["--cache", str(cfg.cache)] if cfg.cache else []), *(["--network"] if cfg.network else [])]
+        args = [*(["--cache", str(cfg.cache)] if cfg.cache else []), *(["--network"] if cfg.network else []), *limits]
         options = {"workdir": cfg.out / "state", "server_args": tuple(args)}
     elif cfg.backend == "docker":
         hosts = [h.strip() for h in cfg.docker_hosts.split(",") if h.strip()]
         options = {"image": cfg.docker_image, "hosts": hosts or None, "publish_ip": cfg.publish_ip,
-                   "cache": str(cfg.cache) if cfg.cache else None, "network": cfg.network}
+                   "cache": str(cfg.cache) if cfg.cache else None, "network": cfg.network, "server_args": limits}
     return make_backend(cfg.backend, **options)
 
 

@@ -119,6 +119,10 @@ def test_commands_run_as_written():
     ({"type": "open", "parameters": {"path": 3}}, "'config[0].parameters.path'", "string"),
     ({"type": "execute", "parameters": {"command": []}}, "'config[0].parameters.command'", "command"),
     ({"type": "launch", "parameters": {"command": "x", "shell": "yes"}}, "'config[0].parameters.shell'", "true or false"),
+    ({"type": "execute", "parameters": {"command": "echo " + "x" * 200_000}}, "'config[0].parameters.command'",
+     "too long for the kernel"),
+    ({"type": "execute", "parameters": {"command": ["echo", "x" * 200_000]}}, "'config[0].parameters.command'",
+     "too long for the kernel"),
 ])
 def test_step_parameters_are_checked_when_the_task_loads(tmp_path, step, field, says):
     path = write(tmp_path, "steps.json", {**CALC_TASK, "config": [step]})
@@ -136,3 +140,22 @@ def test_hostile_files_are_named_and_the_others_still_checked(tmp_path):
     assert "3 task files: 1 load and are supported, 0 need what this build lacks, 2 malformed" in result.output
     assert "deep.json: not a task: JSON nested too deeply" in result.output
     assert "digits.json: not a task:" in result.output and "digits" in result.output
+
+
+def test_osworld_flags_written_as_strings_load():
+    task = parse_task({**CALC_TASK, "config": [{"type": "execute", "parameters": {"command": "ls", "shell": "true"}}]})
+    assert task.config[0]["parameters"]["shell"] == "true"
+
+
+@pytest.mark.parametrize("getter, field, says", [
+    ({"type": "vm_file", "dest": "a.xlsx"}, "'evaluator.result.path'", "missing"),
+    ({"type": "vm_file", "path": ""}, "'evaluator.result.path'", "non-empty string"),
+    ({"type": "vm_command_line"}, "'evaluator.result.command'", "missing"),
+    ({"type": "vm_command_line", "command": "x" * 200_000}, "'evaluator.result.command'", "too long for the kernel"),
+    ({"type": "rule"}, "'evaluator.result.rules'", "missing"),
+])
+def test_getter_parameters_are_checked_when_the_task_loads(tmp_path, getter, field, says):
+    path = write(tmp_path, "getter.json", {**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"], "result": getter}})
+    with pytest.raises(TaskError) as e:
+        load_task(path)
+    assert str(path) in str(e.value) and field in str(e.value) and says in str(e.value)

@@ -59,7 +59,8 @@ class DockerBackend:
         token: str | None = None,  # server secret; None = a random one for this backend
         client_factory: Callable[..., Any] | None = None,  # None = docker.DockerClient
         cache: str | None = None,  # task file cache on the Docker host(s), mounted read-only at /cache
-        network: bool = False,  # desktops share the container's network (default: none)
+        network: bool = False,  # desktops get outbound network (default: none); needs /dev/net/tun in the container
+        server_args: tuple[str, ...] = (),  # more options for each server (e.g. the desktops' limits)
     ):
         if hosts is None:
             hosts = [h.strip() for h in os.environ.get("DOCKER_HOST", "").split(",") if h.strip()]
@@ -79,7 +80,7 @@ class DockerBackend:
         self.publish_ip = publish_ip
         self.token = token if token is not None else secrets.token_urlsafe(32)
         self._factory = client_factory
-        self.cache, self.network = cache, network
+        self.cache, self.network, self.server_args = cache, network, tuple(server_args)
         self._clients: dict[str, Any] = {}
         self._image_ok: set[str] = set()  # hosts where the image was seen (checked once per host)
         self._load = {h: 0 for h in self.hosts}  # containers this backend runs, per host
@@ -124,7 +125,8 @@ class DockerBackend:
                 self.image,
                 command=["python", "-m", "computerrl.envs.server", "--host", "0.0.0.0",
                          "--port", str(SERVER_PORT), "--desktops", str(desktops),
-                         *(["--cache", CACHE_MOUNT] if self.cache else []), *(["--network"] if self.network else [])],
+                         *(["--cache", CACHE_MOUNT] if self.cache else []), *(["--network"] if self.network else []),
+                         *self.server_args],
                 volumes={self.cache: {"bind": CACHE_MOUNT, "mode": "ro"}} if self.cache else {},
                 # Each desktop is a bubblewrap sandbox inside the container, as with the local backend:
                 # it needs user namespaces, which Docker's default seccomp profile forbids. Nothing

@@ -91,8 +91,8 @@ class Budget:
     trusted: bool = False  # commands run beside the keeper (evaluation) rather than in the desktop's session
 
     @classmethod
-    def of(cls, seconds: float = SETUP_BUDGET_S, trusted: bool = False) -> "Budget":
-        return cls(time.monotonic() + seconds, trusted)
+    def of(cls, trusted: bool = False) -> "Budget":
+        return cls(time.monotonic() + SETUP_BUDGET_S, trusted)
 
     def left(self, at_most: float) -> float:
         """Seconds a step may take (at most `at_most`); SetupError once the budget is spent."""
