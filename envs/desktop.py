@@ -111,6 +111,7 @@ class Desktop:
         self.sandbox: Sandbox | None = None
         self.cgroup: Cgroup | None = None
         self._bus_fd = -1  # O_PATH descriptor of the AT-SPI bus's socket (see Sandbox.open_socket)
+        self.broken_inside = False  # see health()
         self._xvfb: subprocess.Popen | None = None
         self._services: dict[str, SandboxProcess] = {}  # D-Bus, the AT-SPI bus, openbox
         self._keep: set[int] = set()  # sandbox pids that a reset spares (services and what they started)
@@ -220,11 +221,15 @@ class Desktop:
                        for name, data in logs.items() if data)
 
     def health(self) -> str:
-        """'' when healthy, else what died (e.g. 'soffice exited with code -9')."""
+        """'' when healthy, else what died (e.g. 'soffice exited with code -9'). `broken_inside` then
+        says whether it was something the agent can reach (its apps, buses, session), which it may
+        have broken itself, rather than what it cannot (X, the sandbox's keeper)."""
+        self.broken_inside = False
         if self._xvfb is not None and self._xvfb.poll() is not None:
             return f"xvfb exited with code {self._xvfb.returncode}"
         if self.sandbox is None or not self.sandbox.alive():
             return "the sandbox is gone"
+        self.broken_inside = True
         watched = dict(self._services)
         if self.office is not None and self.office.proc is not None:
             watched["soffice"] = self.office.proc
@@ -236,6 +241,7 @@ class Desktop:
             if proc.pid in exited:
                 proc.returncode = exited[proc.pid]
                 return f"{name} exited with code {proc.returncode}"
+        self.broken_inside = False
         return ""
 
     def close(self) -> None:
@@ -286,10 +292,11 @@ class Desktop:
         self.last_result = ""
 
     def _clear_files(self) -> None:
-        """Every folder the desktop may write, emptied but for the sockets and logs of its services."""
-        self.sandbox.wipe([HOME, TMP, SHM, RUN, VAR, LOGS],
-                          keep=[X11, f"{RUN}/bus", f"{RUN}/at-spi-bus", LOGS, *(f"{LOGS}/{s}.log" for s in SERVICES)],
-                          skeleton=[TERMINALS, self.office.temp, *(f"{HOME}/{d}" for d in HOME_SKELETON)])
+        """Every folder the desktop may write, emptied but for the sockets of its services (and their
+        logs, which they hold open: emptied in place)."""
+        logs = [f"{LOGS}/{s}.log" for s in SERVICES]
+        self.sandbox.wipe([HOME, TMP, SHM, RUN, VAR, LOGS], keep=[X11, f"{RUN}/bus", f"{RUN}/at-spi-bus", LOGS, *logs],
+                          skeleton=[TERMINALS, self.office.temp, *(f"{HOME}/{d}" for d in HOME_SKELETON)], empty=logs)
 
     def terminal_log_args(self) -> list[str]:
         """xterm options that log the session outside home (the vm_terminal_output getter reads it)."""

@@ -42,7 +42,7 @@ HOME = "/home/user"  # the agent's home, as OSWorld's tasks name it
 TMP = "/tmp"
 SHM = "/dev/shm"
 RUN = "/run/user/1000"  # XDG_RUNTIME_DIR: the D-Bus sockets
-VAR = "/var/lib/desktop"  # LibreOffice's profile and the desktop's logs (outside home: reset keeps them)
+VAR = "/var/lib/desktop"  # LibreOffice's profile and temporary files, the desktop's logs (outside home)
 CONF = "/run/desktop"  # read-only files the env server writes for the desktop (window manager, buses, X cookie)
 X11 = "/tmp/.X11-unix"
 UID = 1000  # the user inside
@@ -184,7 +184,7 @@ class Sandbox:
             for fd in (*(lst.detach() for lst in listeners), life_r, info_w):
                 os.close(fd)
         try:
-            self.pid = _read_info(info_r)["child-pid"]
+            self.pid = _read_info(info_r, self.root / "sandbox.log")["child-pid"]
             if self.network:
                 self._slirp = self._start_network()
             deadline = time.monotonic() + timeout_s
@@ -196,10 +196,10 @@ class Sandbox:
         return self
 
     def _wait_answer(self, to: str, deadline: float) -> None:
-        op = "read" if to == "keeper" else "pids"
+        req = {"op": "read", "path": "/", "limit": 0} if to == "keeper" else {"op": "pids"}
         while True:
             try:
-                self.request({"op": op, "path": "/", "limit": 0}, to=to, timeout_s=2.0)
+                self.request(req, to=to, timeout_s=2.0)
                 return
             except (OSError, SandboxError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -311,9 +311,11 @@ class Sandbox:
         """SIGKILL every process of the desktop's session but `keep`; how many were killed."""
         return self.request({"op": "kill_all", "keep": sorted(keep)})["killed"]
 
-    def wipe(self, dirs: list[str], *, keep: list[str] = (), skeleton: list[str] = ()) -> None:
-        """Empty folders (except the paths matching a glob of `keep`), then create the `skeleton` folders."""
-        self.request({"op": "wipe", "dirs": list(dirs), "keep": list(keep), "skeleton": list(skeleton)}, to="keeper")
+    def wipe(self, dirs: list[str], *, keep: list[str] = (), skeleton: list[str] = (), empty: list[str] = ()) -> None:
+        """Empty folders (except the paths matching a glob of `keep`), create the `skeleton` folders and
+        empty the files `empty` (kept, but emptied: the logs a service still writes)."""
+        self.request({"op": "wipe", "dirs": list(dirs), "keep": list(keep), "skeleton": list(skeleton),
+                      "empty": list(empty)}, to="keeper")
 
     def write(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Write a file as the sandbox's user, through its view of the file system."""
@@ -376,14 +378,14 @@ class Sandbox:
             path.unlink(missing_ok=True)
 
 
-def _read_info(fd: int) -> dict:
+def _read_info(fd: int, log: Path) -> dict:
     """bubblewrap's --info-fd: one JSON object, written once the sandbox exists, then closed."""
     with os.fdopen(fd, "rb") as f:
         data = f.read()
     try:
         return json.loads(data)
     except ValueError:
-        raise SandboxError("bubblewrap did not start the sandbox") from None
+        raise SandboxError(f"bubblewrap did not start the sandbox; see {log}") from None
 
 
 def start_xvfb(root: Path, width: int, height: int, auth: Path, cgroup: Cgroup | None = None

@@ -25,7 +25,7 @@ One JSON request per connection, one JSON reply:
     {"op": "kill", "pids": [7]}          -> {}                       (session)
     {"op": "pids"}                       -> {"pids": [...]}          (session: every process but its own two)
     {"op": "kill_all", "keep": [...]}    -> {"killed": 3}            (session: every other process, SIGKILL)
-    {"op": "wipe", "dirs": [...], "keep": [glob, ...], "skeleton": [...]} -> {}   (keeper)
+    {"op": "wipe", "dirs": [...], "keep": [glob, ...], "skeleton": [...], "empty": [...]} -> {}   (keeper)
     {"op": "write", "path": ..., "data": base64, "mode": 420} -> {}             (keeper)
     {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true}   (keeper)
     {"op": "copy", "from": ..., "to": ...} -> {}    (keeper: `to` replaced by a copy of the folder `from`)
@@ -169,6 +169,18 @@ def wipe(req: dict) -> dict:
                 os.unlink(path)
     for folder in req.get("skeleton", []):
         os.makedirs(folder, exist_ok=True)
+    for path in req.get("empty", []):  # files a process still writes: emptied in place (a link: removed)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            os.unlink(path)
+            continue
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
     return {}
 
 

@@ -6,9 +6,11 @@ Every desktop runs in a sandbox of its own (envs/sandbox.py): what the agent and
 cannot touch this machine. It binds to loopback unless told otherwise; bound wider it refuses to start without a shared
 token (`COMPUTERRL_ENV_TOKEN`), which every call must then carry. A desktop that dies (Xvfb,
 D-Bus, soffice…), gets stuck, or fails a Reset is rebuilt alone, the others of the server
-carrying on; the episode it was serving is reported lost (gRPC ABORTED), which clients record
-as an aborted episode, never as a failure. A rebuilt desktop must pass a clean Reset before it
-serves again; Health reports one that cannot, without ever waiting on a desktop. Reset runs a
+carrying on. The episode it was serving is reported lost (gRPC ABORTED), which clients record
+as an aborted episode, never as a failure — unless what broke was within the agent's reach (its
+office, buses, session): then the episode ends as a failure (`EnvServicer._broke`). A rebuilt
+desktop must pass a clean Reset before it serves again; Health reports one that cannot, without
+ever waiting on a desktop. Reset runs a
 task's setup steps (`envs/tasks/setup.py`, files from `--cache`), Evaluate its evaluator, each
 within a time budget that keeps it inside the client's deadline.
 """
@@ -64,6 +66,7 @@ class Slot:
         self.episode = 0  # id of the running episode (0 = none)
         self.last_episode = 0  # id of the latest episode, running or over
         self.ended = ""  # why the latest episode was lost, if it was
+        self.broken_inside = False  # ... by a breakdown of what the agent can reach: a failure, not an abort
         self.episodes = self.replacements = 0
         self.retry_at = 0.0  # monotonic time before which a failed build is not retried
         self.health = "starting"  # what the watchdog last saw ("" = healthy); Health reports it, never waiting
@@ -100,17 +103,18 @@ class Slot:
         why = self.desktop.health() if self.desktop is not None else self.problem
         self.health = why
         if why:
-            self.replace(why)
+            self.replace(why, inside=self.desktop is not None and self.desktop.broken_inside)
         return why
 
-    def replace(self, why: str) -> None:
-        """Rebuild the desktop, dead or not (one that failed a reset looks alive). Caller holds the lock."""
+    def replace(self, why: str, inside: bool = False) -> None:
+        """Rebuild the desktop, dead or not (one that failed a reset looks alive). Caller holds the lock.
+        `inside`: it broke in what the agent can reach, so the episode it served fails rather than being lost."""
         if self.closing or time.monotonic() < self.retry_at:
             return
         if self.desktop is not None:
             log.warning("desktop %d: %s; replacing it", self.index, why)
-        if self.last_episode:  # also after Agent.exit: its Evaluate must not score a fresh desktop
-            self.ended, self.episode = why, 0
+        if self.last_episode and not self.ended:  # also after Agent.exit: its Evaluate must not score a fresh desktop
+            self.ended, self.episode, self.broken_inside = why, 0, inside
         try:
             self.build()
         except Exception:  # noqa: BLE001 - the slot reports it; the watchdog tries again later
@@ -141,8 +145,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is unavailable: {slot.problem}")
 
     def _in_episode(self, slot: Slot, episode: int, context) -> None:
-        """The call belongs to the running episode; a lost or taken-over one ends ABORTED."""
-        self._ready(slot, context)
+        """The call belongs to the running episode; a lost or taken-over one ends ABORTED (the caller
+        first answers for an episode the agent's own desktop breakdown ended: see `_broke`)."""
         if episode and episode == slot.episode:
             return
         if episode and episode == slot.last_episode:
@@ -183,7 +187,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 self._prepare(slot, task, request.task_dir, context)
             slot.task, slot.exit_success = task, None
             slot.episode = slot.last_episode = secrets.randbits(63) or 1
-            slot.ended = ""
+            slot.ended, slot.broken_inside = "", False
             slot.episodes += 1
             message = observation_message(obs)
             message.episode = slot.episode
@@ -216,6 +220,9 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         slot = self._slot(request.desktop, context)
         with slot.lock:
             start = time.perf_counter()
+            self._ready(slot, context)
+            if self._broke(slot, request.episode):
+                return self._broken_step(slot)
             self._in_episode(slot, request.episode, context)
             action = parse_action(request.action)
             done = exit_success = False
@@ -229,6 +236,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 except Exception as e:  # noqa: BLE001
                     if slot.desktop.health():
                         self._failed(slot, context, e)
+                        return self._broken_step(slot)
                     log.exception("desktop %d: %s failed", slot.index, action.code)
                     result = f"Action failed: {type(e).__name__}: {e}"
                 done = action.api == "Agent" and action.name == "exit"
@@ -243,6 +251,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                     raise RuntimeError("desktop died during the step")
             except Exception as e:  # noqa: BLE001
                 self._failed(slot, context, e)
+                return self._broken_step(slot)
             if done:
                 slot.episode, slot.exit_success = 0, exit_success
             return env_pb2.StepResult(
@@ -273,9 +282,29 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         except ApiError as e:
             raise ActionError(str(e)) from None
 
+    @staticmethod
+    def _broke(slot: Slot, episode: int) -> bool:
+        """Whether this episode ended because something the agent can reach broke (its apps, its buses,
+        its session): the agent may have broken it itself, so the episode fails — were it lost, an agent
+        about to fail could kill its own office and have the episode left out of training and of the rates."""
+        return bool(episode) and episode == slot.last_episode and bool(slot.ended) and slot.broken_inside
+
+    @staticmethod
+    def _broken_step(slot: Slot):
+        return env_pb2.StepResult(observation=env_pb2.Observation(), action_valid=False, done=True,
+                                  exec_result=f"The desktop broke ({slot.ended}): the episode is over, as a failure")
+
+    @staticmethod
+    def _broken_score(slot: Slot):
+        return env_pb2.Score(score=0.0, configured=slot.task is not None,
+                             detail=f"the desktop broke during the episode ({slot.ended}): a failure")
+
     def _failed(self, slot: Slot, context, error: Exception):
-        """The call failed: if the desktop died, replace it and report the episode lost."""
+        """The call failed: if the desktop died, replace it and report the episode lost — or return,
+        for the caller to end it as a failure, when the agent's side of the desktop broke (`_broke`)."""
         why = slot.replace_if_dead()
+        if why and slot.broken_inside and slot.ended == why:
+            return
         if why:
             context.abort(grpc.StatusCode.ABORTED, f"episode lost: desktop replaced after {why}")
         log.exception("desktop %d: call failed on a healthy desktop", slot.index, exc_info=error)
@@ -285,18 +314,24 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         slot = self._slot(request.desktop, context)
         with slot.lock:
             slot.replace_if_dead()
+            if self._broke(slot, request.episode):
+                return self._broken_score(slot)
             if request.episode != slot.last_episode or slot.ended:
+                self._ready(slot, context)
                 self._in_episode(slot, request.episode, context)  # aborts with the reason
             if slot.task is None:
                 return env_pb2.Score(score=0.0, configured=False, detail="the episode has no task, so no evaluator")
             try:
                 score, detail = evaluate(slot.desktop, slot.task, slot.exit_success)
-            except SetupError as e:
+            except Exception as e:  # noqa: BLE001
                 if slot.desktop.health():
                     self._failed(slot, context, e)
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"evaluation failed: {e}")
-            except Exception as e:  # noqa: BLE001
-                self._failed(slot, context, e)
+                    return self._broken_score(slot)
+                if not isinstance(e, SetupError):
+                    self._failed(slot, context, e)
+                # The desktop is as the episode left it (a window the postconfig wants was closed…), or
+                # the task's steps ran past their budget: as on OSWorld, the task is not done.
+                score, detail = 0.0, f"evaluation failed: {e}"
             return env_pb2.Score(score=score, configured=True, detail=detail)
 
     def Health(self, request, context):

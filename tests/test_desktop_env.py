@@ -192,19 +192,27 @@ def _iterate(enumeration_access):
 
 
 @pytest.mark.parametrize("victim", ["soffice", "xvfb"])
-def test_killed_process_aborts_the_episode_and_a_healthy_desktop_replaces_it(env, server, victim):
+def test_a_desktop_that_breaks_is_replaced_and_its_episode_ends(env, server, victim):
+    """Its episode is lost (aborted, left out of training and of the rates) when what broke is out of
+    the agent's reach, like X; when it is what the agent can reach, like the office, the agent may have
+    broken it itself, so the episode ends as a failure."""
     srv, client = server
-    env.reset()
+    env.reset(options={"task": {"id": "give-up", "instruction": "x", "evaluator": {"func": "infeasible"}}})
     act(env, "Agent.open_app('calc')")
     desktop = srv.slots[0].desktop
     replacements = client.health().desktops[0].replacements
-    if victim == "soffice":  # its pid is the sandbox's own: the sandbox kills it
+    if victim == "soffice":  # its pid is the sandbox's own: the sandbox kills it, as the agent could
         desktop.office.proc.kill()
     else:
         os.kill(desktop._xvfb.pid, signal.SIGKILL)
     obs, reward, terminated, truncated, info = env.step(response("Agent.type(text='lost')"))
-    assert info["aborted"] and "ABORTED" in info["aborted"] and truncated and reward == 0.0
-    assert env.aborted
+    if victim == "soffice":
+        assert terminated and not info["aborted"] and reward == 0.0 and not env.aborted
+        assert "soffice exited" in info["exec_result"] and "as a failure" in info["exec_result"]
+        assert info["score"] == 0.0 and "the desktop broke during the episode" in info["score_detail"]
+    else:
+        assert info["aborted"] and "ABORTED" in info["aborted"] and truncated and reward == 0.0
+        assert env.aborted
     assert wait_healthy(client, 120) == ""
     assert client.health().desktops[0].replacements == replacements + 1
     env.reset()

@@ -312,7 +312,8 @@ def test_filling_the_disk_forking_and_eating_memory_hit_the_desktop_not_the_host
 
 # 5 ------------------------------------------------------------------------------------------
 PLANT = ("n=0; for d in $(find / \\( -path /proc -o -path /sys -o -path /dev/pts \\) -prune -o -type d -writable "
-         "-print 2>/dev/null); do touch $d/planted-$n 2>/dev/null && n=$((n+1)); done; echo planted=$n > ~/planted.txt")
+         "-print 2>/dev/null); do touch $d/planted-$n 2>/dev/null && n=$((n+1)); done; "
+         "for f in /var/lib/desktop/logs/*.log; do echo planted >> $f; done; echo planted=$n > ~/planted.txt")
 FIND = ["bash", "-c", "find / \\( -path /proc -o -path /sys \\) -prune -o -name 'planted-*' -print 2>/dev/null"]
 
 
@@ -330,6 +331,8 @@ def test_nothing_the_agent_leaves_survives_into_the_next_episode(two, env0):
         assert any(p.startswith(place) for p in where), (place, where)
     env0.reset()
     assert desktop.sandbox.run(FIND, env=desktop.env, trusted=True).stdout.split() == []
+    logs = desktop.sandbox.run(["bash", "-c", "cat /var/lib/desktop/logs/*.log"], env=desktop.env).stdout
+    assert "planted" not in logs  # the logs the desktop's services keep open are emptied too
     act(env0, "Agent.open_app('writer')")  # the office starts again, from its pristine profile
     assert desktop.sandbox.run(FIND, env=desktop.env, trusted=True).stdout.split() == []
 
@@ -343,10 +346,11 @@ def test_a_wedged_desktop_is_rebuilt_alone(two, env0):
     before, other_before = srv.slots[0].replacements, srv.slots[1].replacements
     act(env0, "Agent.open_app('terminal')")
     # Stop the session: the one process of the server's it may signal (the keeper, it cannot even name).
-    _, _, _, truncated, info = env0.step("```python\nAgent.type(text='kill -STOP 2', enter=True)\n```")
-    if not info["aborted"]:  # the step's own health check may come before the stop takes
-        _, _, _, truncated, info = env0.step("```python\nAgent.wait()\n```")
-    assert truncated and "episode lost" in info["aborted"], info  # its own episode is lost, not failed
+    _, reward, terminated, _, info = env0.step("```python\nAgent.type(text='kill -STOP 2', enter=True)\n```")
+    if not terminated:  # the step's own health check may come before the stop takes
+        _, reward, terminated, _, info = env0.step("```python\nAgent.wait()\n```")
+    # It broke its own desktop: the episode fails (were it lost, breaking the desktop would hide a failure).
+    assert terminated and reward == 0.0 and not info["aborted"] and "as a failure" in info["exec_result"], info
     assert srv.slots[0].replacements == before + 1
     act(env1, "Agent.open_app('calc')")  # the other desktop's episode never noticed
     act(env1, "CalcTools.set_cell_value('A1', 'unharmed')")
