@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -76,10 +77,14 @@ def type_name(ann: Any) -> str:
     return getattr(ann, "__name__", repr(ann))
 
 
+_ESCAPED = re.compile("[`\u202a-\u202e\u2066-\u2069]")
+
+
 def to_source(v: Any) -> str:
     """A literal's canonical Python source; json.dumps quoting and escapes are valid Python.
 
-    Backticks are escaped so that canonical code never contains a markdown fence."""
+    Backticks and bidirectional controls are escaped: canonical code never holds a markdown fence,
+    nor a character the parser refuses in a response."""
     if v is None or isinstance(v, bool):
         return repr(v)
     if isinstance(v, (list, tuple)):
@@ -87,7 +92,7 @@ def to_source(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{to_source(k)}: {to_source(x)}" for k, x in v.items()) + "}"
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False).replace("`", "\\u0060")
+        return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(v, ensure_ascii=False))
     return json.dumps(v)
 
 

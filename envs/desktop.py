@@ -237,6 +237,10 @@ class Desktop:
             exited = self.sandbox.poll([p.pid for p in watched.values()], timeout_s=HEALTH_TIMEOUT_S)
         except (OSError, SandboxError) as e:  # the session is stuck or gone
             return f"the desktop's session does not answer: {e}"
+        try:  # only code of the agent's (a task's script it rewrote, run in an evaluation) could stall it
+            self.sandbox.request({"op": "ping"}, to="keeper", timeout_s=HEALTH_TIMEOUT_S)
+        except (OSError, SandboxError) as e:
+            return f"the sandbox's keeper does not answer: {e}"
         for name, proc in watched.items():
             if proc.pid in exited:
                 proc.returncode = exited[proc.pid]

@@ -9,7 +9,9 @@ descriptor: no path inside the sandbox names either socket, so nothing in the de
              the file system (a link planted by the agent can only ever point inside the sandbox), and
              runs the commands that decide a score (getters, postconfig). It starts the session in a
              nested user and pid namespace, so nothing the agent runs can see, signal or trace it,
-             nor anything it runs.
+             nor anything it runs. What those commands leave running when they end is killed:
+             they may run code the agent wrote (OSWorld's `bash eval.sh`), which must not linger
+             beside the keeper.
     session  pid 2 of that nested namespace, where everything of the desktop runs: the buses, the
              window manager, the apps, the agent's terminal, the task's setup commands. It starts,
              watches and kills them; the namespace makes "everything the desktop runs" exact, and it
@@ -39,6 +41,7 @@ bubblewrap's pid 1 follows, and the kernel kills every process left in the names
 """
 
 import base64
+import contextlib
 import ctypes
 import fnmatch
 import json
@@ -56,10 +59,10 @@ import time
 OUTPUT_LIMIT = 1 << 20  # bytes of a command's stdout / stderr sent back
 KILL_WAIT_S = 5.0  # how long kill_all waits for its victims to be reaped
 SERVERS = 6  # requests served at once (the watchdog's poll beside a long setup command, …)
-PR_SET_DUMPABLE = 4
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 SELF = "/run/desktop/init.py"  # this file, as the sandbox sees it
 children: dict[int, subprocess.Popen] = {}
-lock = threading.Lock()
+lock, run_lock = threading.Lock(), threading.Lock()
 
 
 def spawn(req: dict) -> dict:
@@ -124,21 +127,30 @@ def state_and_parent(pid: int) -> tuple[str, int]:
 
 
 def kill_all(req: dict) -> dict:
-    # This pid namespace holds exactly the desktop's processes: whatever escaped its parent, cleared
-    # its environment or started a new session is still here. Forks racing the sweep: sweep again.
-    # A killed process lingers as a zombie until its parent reaps it (bubblewrap's pid 1 once its own
-    # parent died, or we): wait for those, so a caller never sees one. A kept process's zombie
-    # children are its own business.
-    keep, killed = set(req.get("keep", [])), set()
+    return {"killed": kill_all_but(lambda: set(req.get("keep", [])))}
+
+
+def kill_all_but(keep) -> int:
+    """SIGKILL every process of our namespace but those `keep()` names; how many were killed.
+
+    This pid namespace holds exactly what it should: whatever escaped its parent, cleared its
+    environment or started a new session is still here. Forks racing the sweep: sweep again.
+    A killed process lingers as a zombie until its parent reaps it (bubblewrap's pid 1 once its
+    own parent died, or we): wait for those, so a caller never sees one. A kept process's zombie
+    children are its own business."""
+    me, killed = os.getpid(), set()
     deadline = time.monotonic() + KILL_WAIT_S
     while time.monotonic() < deadline:
-        waiting = False
+        waiting, kept = False, keep()
         for pid in all_pids():
-            if pid in keep:
+            if pid in kept:
                 continue
             state, parent = state_and_parent(pid)
             if state == "Z":
-                waiting |= parent not in keep
+                if parent == me and pid not in children:  # an orphan we adopted (the keeper is a subreaper)
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(pid, os.WNOHANG)
+                waiting |= parent not in kept
                 continue
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -153,7 +165,7 @@ def kill_all(req: dict) -> dict:
     with lock:
         for pid in [p for p, c in children.items() if c.returncode is not None]:
             del children[pid]
-    return {"killed": len(killed)}
+    return len(killed)
 
 
 def wipe(req: dict) -> dict:
@@ -223,7 +235,32 @@ def copy(req: dict) -> dict:
     return {}
 
 
-KEEPER_OPS = {"run": run, "wipe": wipe, "write": write, "read": read, "copy": copy}
+def run_and_sweep(req: dict) -> dict:
+    """`run` beside the keeper, then kill whatever it left: every process of the keeper's namespace
+    but its pid 1, the keeper and the session's tree (orphans come to the keeper, its subreaper).
+    One at a time: a sweep must not take another command's processes."""
+    with run_lock:
+        try:
+            return run(req)
+        finally:
+            kill_all_but(lambda: {1, os.getpid(), *tree(session_launcher)})
+
+
+def tree(root: int) -> list[int]:
+    """`root` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for pid in all_pids():
+        children.setdefault(state_and_parent(pid)[1], []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        out.append(pid := todo.pop())
+        todo += children.get(pid, [])
+    return out
+
+
+KEEPER_OPS = {"run": run_and_sweep, "wipe": wipe, "write": write, "read": read, "copy": copy,
+              "ping": lambda _req: {}}
+session_launcher = 0  # the keeper's pid of the bubblewrap that holds the session
 SESSION_OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all,
                "pids": lambda _req: {"pids": all_pids()}}
 
@@ -253,24 +290,30 @@ def serve_forever(fd: int, ops: dict) -> None:
         threading.Thread(target=accept_forever, daemon=True).start()
 
 
+def prctl(option: int, value: int) -> None:
+    if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
+
+
 def untouchable() -> None:
     """No tracing, no /proc/<pid>/fd or mem, no pidfd_getfd on us; Ctrl-C is not ours to take."""
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    prctl(PR_SET_DUMPABLE, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def keeper(listener: int, session_listener: int, lifeline: int, processes: int) -> None:
+    global session_launcher
     untouchable()
-    serve_forever(listener, KEEPER_OPS)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     # The session: a user and pid namespace of its own under ours (bubblewrap's reaper is its pid 1),
     # the same files, a /proc that shows only the desktop's processes.
-    subprocess.Popen(["bwrap", "--unshare-user", "--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc",
+    session_launcher = subprocess.Popen(["bwrap", "--unshare-user", "--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc",
                       "--die-with-parent", "--new-session", "--",
                       sys.executable, "-I", SELF, "session", str(session_listener), str(processes)],
                      pass_fds=(session_listener,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL)  # the reaper it runs as pid 1 there can be robbed: no host file
+                     stderr=subprocess.DEVNULL).pid  # its reaper (pid 1 there) can be robbed: no host file
     os.close(session_listener)
+    serve_forever(listener, KEEPER_OPS)
     while os.read(lifeline, 1):  # blocks until the env server is gone
         pass
     os._exit(0)

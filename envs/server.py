@@ -324,14 +324,13 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             try:
                 score, detail = evaluate(slot.desktop, slot.task, slot.exit_success)
             except Exception as e:  # noqa: BLE001
-                if slot.desktop.health():
-                    self._failed(slot, context, e)
-                    return self._broken_score(slot)
+                # The desktop as the episode left it defeated the evaluation (a window the postconfig wants
+                # was closed, the task's own script the agent rewrote broke the sandbox, steps ran past
+                # their budget…): as on OSWorld, the task is not done. A desktop it broke is replaced.
                 if not isinstance(e, SetupError):
-                    self._failed(slot, context, e)
-                # The desktop is as the episode left it (a window the postconfig wants was closed…), or
-                # the task's steps ran past their budget: as on OSWorld, the task is not done.
-                score, detail = 0.0, f"evaluation failed: {e}"
+                    log.exception("desktop %d: evaluation failed", slot.index)
+                why = slot.replace_if_dead()
+                score, detail = 0.0, f"evaluation failed: {e}" + (f"; the desktop broke ({why})" if why else "")
             return env_pb2.Score(score=score, configured=True, detail=detail)
 
     def Health(self, request, context):

@@ -356,3 +356,35 @@ def test_a_wedged_desktop_is_rebuilt_alone(two, env0):
     act(env1, "CalcTools.set_cell_value('A1', 'unharmed')")
     assert srv.slots[1].replacements == other_before and wait_healthy(client, 60) == ""
     env1.close()
+
+
+# an evaluation that runs the agent's code -----------------------------------------------------
+def test_an_evaluation_script_the_agent_rewrote_cannot_stay_beside_the_keeper(two, env0):
+    """OSWorld's os tasks score with `bash eval.sh`, a script in the agent's home: the agent may rewrite
+    it, and the keeper then runs the agent's code. What it leaves running is killed at once, and a
+    script that kills the keeper fails the episode (it is no way to have a failure left out)."""
+    srv, client = two
+    desktop = srv.slots[0].desktop
+    task = {"id": "eval-sh", "instruction": "x",
+            "config": [{"type": "execute", "parameters": {"command": "echo 'echo fine' > ~/eval.sh", "shell": True}}],
+            "evaluator": {"func": "check_include_exclude",
+                          "result": {"type": "vm_command_line", "command": "bash /home/user/eval.sh", "shell": True},
+                          "expected": {"type": "rule", "rules": {"include": ["fine"], "exclude": []}}}}
+    for payload, keeper_lives in (("(sleep 2; kill -STOP $(pgrep -f \"init.py keeper\")) >/dev/null 2>&1 &", True),
+                                  ("kill -9 $(pgrep -f \"init.py keeper\")", False)):
+        env0.reset(options={"task": task})
+        act(env0, "Agent.open_app('terminal')")
+        act(env0, f"Agent.type(text={f'echo {payload!r} >> ~/eval.sh'!r}, enter=True)")
+        before = srv.slots[0].replacements
+        _, reward, terminated, _, info = env0.step("```python\nAgent.exit(True)\n```")
+        assert terminated and not info["aborted"], info
+        if keeper_lives:
+            assert reward == 1.0  # the rewritten script printed what the task wants: OSWorld's own weakness
+            time.sleep(3)  # past the sleeper's 2 s: it was killed with the evaluation, the keeper runs on
+            states = [state for state, cmd in host_processes(desktop).values() if "init.py keeper" in cmd]
+            assert states and "T" not in states, states
+            assert not any(cmd.startswith("sleep 2") for _, cmd in host_processes(desktop).values())
+        else:
+            assert reward == 0.0 and "evaluation failed" in info["score_detail"], info
+            assert wait_until(lambda: srv.slots[0].replacements > before, timeout_s=30)
+    assert wait_healthy(client, 60) == ""
