@@ -203,7 +203,9 @@ class Sandbox:
                 return
             except (OSError, SandboxError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise SandboxError(f"the sandbox's {to} did not start; see {self.root / 'sandbox.log'}") from None
+                    hint = "" if to == "keeper" else " (it needs user namespaces inside the sandbox: bwrap nests one)"
+                    raise SandboxError(f"the sandbox's {to} did not start{hint}; see {self.root / 'sandbox.log'}") \
+                        from None
                 time.sleep(0.02)
 
     def _bwrap_args(self, info_fd: int) -> list[str]:

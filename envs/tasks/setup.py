@@ -66,7 +66,7 @@ def _command(v) -> str:
     if not ok:
         return "expected a command: a string, or a list of strings"
     # `bash -c` takes a string command as one argument, and the kernel refuses an argument this long
-    if len(shlex.join(map(str, v)) if isinstance(v, list) else v.encode()) >= ARG_MAX_BYTES:
+    if len((shlex.join(map(str, v)) if isinstance(v, list) else v).encode()) >= ARG_MAX_BYTES:
         return f"command too long for the kernel (at most {ARG_MAX_BYTES // 1024} KiB)"
     return ""
 
