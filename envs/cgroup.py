@@ -26,6 +26,15 @@ def _own(controller: str) -> str:
     raise OSError(f"no {controller or 'unified'} cgroup in /proc/self/cgroup")
 
 
+def _remove_orphans(parent: Path) -> None:
+    """Remove the empty cgroups that servers which died (their pid is in the name) left behind."""
+    for path in parent.glob("computerrl-*-*"):
+        pid = path.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+
+
 class Cgroup:
     def __init__(self, path: Path):
         self.path = path
@@ -44,8 +53,11 @@ class Cgroup:
     @classmethod
     def _v1(cls, name: str, memory_bytes: int) -> "Cgroup":
         path = CGROUP / "memory" / _own("memory").lstrip("/") / name
+        _remove_orphans(path.parent)
         path.mkdir(parents=True, exist_ok=True)
         (path / "memory.limit_in_bytes").write_text(str(memory_bytes))
+        with contextlib.suppress(OSError):  # no swap accounting: nothing to cap
+            (path / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
         return cls(path)
 
     @classmethod
@@ -57,6 +69,7 @@ class Cgroup:
         parent = CGROUP / "computerrl"
         (CGROUP / "cgroup.subtree_control").write_text("+memory")
         parent.mkdir(exist_ok=True)
+        _remove_orphans(parent)
         (parent / "cgroup.subtree_control").write_text("+memory")
         path = parent / name
         path.mkdir(exist_ok=True)

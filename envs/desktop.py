@@ -29,7 +29,7 @@ from computerrl.envs.cgroup import Cgroup
 from computerrl.envs.office import FACTORIES, Office, office_env
 from computerrl.envs.sandbox import (CONF, HOME, PATH, RUN, SHM, TMP, VAR, X11, Limits, Sandbox, SandboxError,
                                      SandboxProcess, check_bwrap, start_xvfb)
-from computerrl.envs.x11 import Screen, Window, xauthority
+from computerrl.envs.x11 import X_TIMEOUT_S, Screen, Window, grant, xauthority
 
 log = logging.getLogger("computerrl.envs.desktop")
 
@@ -40,6 +40,8 @@ LOGS, TERMINALS = f"{VAR}/logs", f"{VAR}/terminal"  # the apps' logs; the termin
 BUS_TIMEOUT_S = 10.0  # for a D-Bus daemon to listen
 HEALTH_TIMEOUT_S = 5.0  # a session that does not answer the watchdog's poll this fast is stuck
 SERVICES = ("dbus", "a11y-bus", "openbox")
+BUSES = ("bus", "at-spi-bus")  # their sockets, in RUN
+TERMINAL_LOG_LIMIT = 16 << 20  # bytes of a terminal's log read for the vm_terminal_output getter
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
 <openbox_config xmlns="http://openbox.org/3.4/rc">
@@ -111,10 +113,10 @@ class Desktop:
         self.sandbox: Sandbox | None = None
         self.cgroup: Cgroup | None = None
         self._bus_fd = -1  # O_PATH descriptor of the AT-SPI bus's socket (see Sandbox.open_socket)
-        self.broken_inside = False  # see health()
+        self._buses: dict[str, tuple[int, int]] = {}  # bus socket -> (device, inode) as its daemon made it
         self._xvfb: subprocess.Popen | None = None
         self._services: dict[str, SandboxProcess] = {}  # D-Bus, the AT-SPI bus, openbox
-        self._keep: set[int] = set()  # sandbox pids that a reset spares (services and what they started)
+        self._keep: dict[int, int] = {}  # session pids (and start times) a reset spares: the services
         self.terminal_logs: list[str] = []  # session logs of the terminals opened this episode (sandbox paths)
         self.setup_notes: list[str] = []  # what the task's setup commands reported (failures), this reset
         self.task_dir: Path | None = None  # the running task's folder: its file:// sources may come from it
@@ -138,18 +140,22 @@ class Desktop:
         check_bwrap()
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = self.workdir / "conf"
-        conf.mkdir(exist_ok=True)
+        for fresh in (conf, self.workdir / "x11"):  # nothing of an earlier desktop here (the logs stay)
+            shutil.rmtree(fresh, ignore_errors=True)
+        conf.mkdir()
         if self.limits.memory_mb:
             self.cgroup, why_not = Cgroup.make(f"computerrl-{os.getpid()}-{secrets.token_hex(4)}",
                                                self.limits.memory_mb * (1 << 20))
             if self.cgroup is None:
                 log.warning("desktop %s: its memory is not capped (no writable cgroup: %s)", self.workdir, why_not)
         # This desktop's X cookie: Xvfb and the server hold it on the host, the sandbox a read-only copy.
-        auth = xauthority(secrets.token_bytes(16), [socket.gethostname(), "desktop"])
+        cookie = secrets.token_bytes(16)
+        auth = xauthority(cookie, [socket.gethostname(), "desktop"])
         for path, mode in ((self.workdir / "xauth", 0o600), (conf / "Xauthority", 0o644)):
             path.write_bytes(auth)
             os.chmod(path, mode)
         self._xvfb, display = start_xvfb(self.workdir, self.width, self.height, self.workdir / "xauth", self.cgroup)
+        grant(display, cookie)
         self.x_env = {"PATH": PATH, "DISPLAY": display, "XAUTHORITY": str(self.workdir / "xauth")}
         self.sandbox = Sandbox(self.workdir, x11_dir=self.workdir / "x11", network=self.network, limits=self.limits,
                                cgroup=self.cgroup)
@@ -168,10 +174,11 @@ class Desktop:
         self._service("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={RUN}/bus"])
         self._service("a11y-bus", ["dbus-daemon", f"--config-file={CONF}/a11y-bus.conf", "--nofork", "--nopidfile"])
         self._service("openbox", ["openbox", "--sm-disable", "--config-file", f"{CONF}/openbox.xml"])
-        self.screen = Screen(display, str(self.workdir / "xauth"))
+        self.screen = Screen(display)
         # Asking for the registry starts it (D-Bus activation): now, so it counts among the services
         # below and apps find it from their first second. A bus whose socket exists may not listen yet.
         self._wait_for(self._a11y_up, "the D-Bus daemons")
+        self._buses = {name: self._bus_id(name) for name in BUSES}
         self._keep = self.sandbox.pids()
         self._make_office_profile(conf / "lo-profile")
         return self
@@ -200,6 +207,18 @@ class Desktop:
         except (A11yError, OSError, SandboxError):
             return False
 
+    def _bus_id(self, name: str) -> tuple[int, int] | None:
+        """(device, inode) of a bus's socket; None when something else is in its place."""
+        try:
+            fd = self.sandbox.open_socket(f"{RUN}/{name}")
+        except (OSError, SandboxError):
+            return None
+        try:
+            st = os.fstat(fd)
+            return st.st_dev, st.st_ino
+        finally:
+            os.close(fd)
+
     def _service(self, name: str, argv: list[str]) -> None:
         self._services[name] = self.sandbox.spawn(argv, env=self.env, log=f"{LOGS}/{name}.log")
 
@@ -214,22 +233,18 @@ class Desktop:
     def logs_tail(self, chars: int = 1500) -> str:
         """The end of each of the desktop's logs (they live in the sandbox), for error messages."""
         try:
-            logs = {name: self.sandbox.read(f"{LOGS}/{name}.log") for name in (*SERVICES, "soffice")}
+            logs = {name: self.sandbox.read(f"{LOGS}/{name}.log", limit=1 << 20) for name in (*SERVICES, "soffice")}
         except (OSError, SandboxError):
             return ""
         return "".join(f"\n--- {LOGS}/{name}.log:\n{data[-chars:].decode(errors='replace')}"
                        for name, data in logs.items() if data)
 
     def health(self) -> str:
-        """'' when healthy, else what died (e.g. 'soffice exited with code -9'). `broken_inside` then
-        says whether it was something the agent can reach (its apps, buses, session), which it may
-        have broken itself, rather than what it cannot (X, the sandbox's keeper)."""
-        self.broken_inside = False
+        """'' when healthy, else what died (e.g. 'soffice exited with code -9')."""
         if self._xvfb is not None and self._xvfb.poll() is not None:
             return f"xvfb exited with code {self._xvfb.returncode}"
         if self.sandbox is None or not self.sandbox.alive():
             return "the sandbox is gone"
-        self.broken_inside = True
         watched = dict(self._services)
         if self.office is not None and self.office.proc is not None:
             watched["soffice"] = self.office.proc
@@ -237,7 +252,7 @@ class Desktop:
             exited = self.sandbox.poll([p.pid for p in watched.values()], timeout_s=HEALTH_TIMEOUT_S)
         except (OSError, SandboxError) as e:  # the session is stuck or gone
             return f"the desktop's session does not answer: {e}"
-        try:  # only code of the agent's (a task's script it rewrote, run in an evaluation) could stall it
+        try:
             self.sandbox.request({"op": "ping"}, to="keeper", timeout_s=HEALTH_TIMEOUT_S)
         except (OSError, SandboxError) as e:
             return f"the sandbox's keeper does not answer: {e}"
@@ -245,7 +260,6 @@ class Desktop:
             if proc.pid in exited:
                 proc.returncode = exited[proc.pid]
                 return f"{name} exited with code {proc.returncode}"
-        self.broken_inside = False
         return ""
 
     def close(self) -> None:
@@ -267,6 +281,8 @@ class Desktop:
             self._shooter.shutdown(wait=False)
         if self.sandbox is not None:
             self.sandbox.close()  # ends every process inside at once (pid namespace)
+        if self.x_env:
+            grant(self.x_env["DISPLAY"], None)
         if self._xvfb is not None:
             self._xvfb.terminate()
             try:
@@ -291,6 +307,9 @@ class Desktop:
         # started a new session or cleared its environment is killed here too.
         self.sandbox.kill_all(self._keep)
         self._clear_files()
+        for name, made in self._buses.items():  # one the agent replaced stays lost to the apps: rebuild
+            if self._bus_id(name) != made:
+                raise RuntimeError(f"the desktop's {name} socket was replaced; its apps can no longer reach it")
         self.terminal_logs.clear()
         self.setup_notes.clear()
         self.last_result = ""
@@ -299,7 +318,7 @@ class Desktop:
         """Every folder the desktop may write, emptied but for the sockets of its services (and their
         logs, which they hold open: emptied in place)."""
         logs = [f"{LOGS}/{s}.log" for s in SERVICES]
-        self.sandbox.wipe([HOME, TMP, SHM, RUN, VAR, LOGS], keep=[X11, f"{RUN}/bus", f"{RUN}/at-spi-bus", LOGS, *logs],
+        self.sandbox.wipe([HOME, TMP, SHM, RUN, VAR, LOGS], keep=[X11, *(f"{RUN}/{b}" for b in BUSES), LOGS, *logs],
                           skeleton=[TERMINALS, self.office.temp, *(f"{HOME}/{d}" for d in HOME_SKELETON)], empty=logs)
 
     def terminal_log_args(self) -> list[str]:
@@ -309,7 +328,7 @@ class Desktop:
 
     def terminal_output(self) -> str | None:
         """What the most recently opened terminal printed (escape sequences removed), None if none was opened."""
-        raw = self.sandbox.read(self.terminal_logs[-1]) if self.terminal_logs else None
+        raw = self.sandbox.read(self.terminal_logs[-1], limit=TERMINAL_LOG_LIMIT) if self.terminal_logs else None
         if raw is None:
             return None
         return ANSI_ESCAPE.sub("", raw.decode(errors="replace")).replace("\r\n", "\n").replace("\r", "")
@@ -326,8 +345,8 @@ class Desktop:
         windows = self.screen.windows()
         focused = next((w for w in windows if w.focused), None)
         tree = self._a11y_tree(focused.pid, app_of(focused)) if focused is not None and focused.pid else ""
-        return Observation(screenshot=shot.result() if shot else b"", a11y_tree=tree, windows=windows,
-                           focused_app=app_of(focused), app_info=self._app_info(app_of(focused)),
+        return Observation(screenshot=shot.result(timeout=X_TIMEOUT_S) if shot else b"", a11y_tree=tree,
+                           windows=windows, focused_app=app_of(focused), app_info=self._app_info(app_of(focused)),
                            last_result=self.last_result)
 
     def _app_info(self, app: str) -> str:

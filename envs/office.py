@@ -173,10 +173,19 @@ class Office:
         forever (seen under load when loading a document). com.sun.star.awt.AsyncCallback calls us
         back from the main thread, and the URP bridge runs our nested calls on that same thread.
         A callback that does not finish in time means a hung office: it is killed, so the desktop
-        reports itself dead and gets replaced instead of hanging its caller.
+        reports itself dead and gets replaced instead of hanging its caller. Queueing it is a remote
+        call too, which a stopped office never answers: it waits on a thread of its own.
         """
         call = _main_thread_call_class()(fn)
-        self._async.addCallback(call, None)
+
+        def queue() -> None:
+            try:
+                self._async.addCallback(call, None)
+            except Exception as e:  # noqa: BLE001 - a dead bridge: no callback will come
+                call.error = e
+                call.done.set()
+
+        threading.Thread(target=queue, daemon=True, name="uno-queue").start()
         if not call.done.wait(timeout_s):
             self.proc.kill()  # its death is the desktop's: `Desktop.health` reports it
             self.disconnect()

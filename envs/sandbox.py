@@ -9,10 +9,10 @@ server, its state and token, other desktops or any host process. Inside, the use
 runs as root — so even a sandbox escape would not be root. `sudo -S` with OSWorld's password
 `password` gives a root that exists only inside a nested user namespace.
 
-Two trusted processes live inside (`sandbox_init.py`): the keeper, which reads and writes files and
-runs the commands that decide a score, and the session, pid 2 of a nested user and pid namespace
-where the whole desktop runs. Nothing the agent starts can see, signal or trace the keeper, and
-neither can be traced or robbed of a file descriptor. A desktop with network gets outbound access
+Two trusted processes live inside (`sandbox_init.py`): the keeper, pid 1 of the sandbox, which reads
+and writes files and runs the commands that decide a score, and the session, pid 1 of a nested
+user and pid namespace where the whole desktop runs. Nothing the agent starts can see, signal or
+trace the keeper, and neither can be killed, stopped, traced or robbed of a file descriptor. A desktop with network gets outbound access
 through slirp4netns in its own namespace (never the host's network, never the host's loopback).
 
 The env server stays outside and drives the desktop through sockets that only it and this desktop
@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import select
 import shutil
 import socket
 import stat
@@ -143,7 +144,7 @@ class Sandbox:
         self.root, self.x11_dir, self.network, self.limits = Path(root), Path(x11_dir), network, limits
         self.cgroup = cgroup  # where the sandbox and its network helper run (None: no memory cap)
         self.proc: subprocess.Popen | None = None
-        self.pid = 0  # host pid of the sandbox's pid 1: its root is the sandbox's file system
+        self.pid = 0  # host pid of the sandbox's pid 1, the keeper: its root is the sandbox's file system
         self._slirp: subprocess.Popen | None = None
         self._lifeline = self._exit_w = -1  # write ends; closing them (or our death) ends the sandbox, its network
         self._sockets = {"keeper": self.root / "keeper.sock", "session": self.root / "session.sock"}
@@ -173,7 +174,7 @@ class Sandbox:
         life_r, self._lifeline = os.pipe()
         info_r, info_w = os.pipe()
         fds = (*(lst.fileno() for lst in listeners), life_r)
-        argv = [*self._bwrap_args(info_w), "/usr/bin/python3", "-I", f"{CONF}/init.py", "keeper", *map(str, fds),
+        argv = [*self._bwrap_args(info_w), "/usr/bin/python3", "-I", f"{CONF}/init.py", *map(str, fds),
                 str(self.limits.processes)]
         log = open(self.root / "sandbox.log", "ab")
         try:
@@ -203,7 +204,7 @@ class Sandbox:
                 return
             except (OSError, SandboxError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    hint = "" if to == "keeper" else " (it needs user namespaces inside the sandbox: bwrap nests one)"
+                    hint = " (it needs user namespaces inside the sandbox: the session nests one)"
                     raise SandboxError(f"the sandbox's {to} did not start{hint}; see {self.root / 'sandbox.log'}") \
                         from None
                 time.sleep(0.02)
@@ -226,8 +227,8 @@ class Sandbox:
             return ["--size", str(mb * MB), "--perms", mode, "--tmpfs", path]
 
         lim = self.limits
-        return [*prefix, "bwrap", "--info-fd", str(info_fd), "--unshare-user", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
+        return [*prefix, "bwrap", "--info-fd", str(info_fd), "--unshare-user", "--unshare-pid", "--as-pid-1",
+                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
                 "--uid", str(UID), "--gid", str(UID), "--hostname", "desktop", "--die-with-parent", "--new-session",
                 "--clearenv", "--setenv", "PATH", PATH,
                 "--ro-bind", "/usr", "/usr", *links, "--ro-bind", "/etc", "/etc",
@@ -255,7 +256,8 @@ class Sandbox:
         # As root it joins the namespace by path (entering the sandbox's user namespace, as a process
         # by pid does, is refused to root there); otherwise by pid, as rootless containers do.
         target = ["--netns-type=path", f"/proc/{self.pid}/ns/net"] if os.geteuid() == 0 else [str(self.pid)]
-        argv = ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp",
+        argv = ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
+                "--enable-seccomp",
                 f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", *target, "tap0"]
         with open(self.root / "network.log", "ab") as log:
             proc = subprocess.Popen(self.cgroup.wrap(argv) if self.cgroup else argv, pass_fds=(ready_w, exit_r),
@@ -263,7 +265,7 @@ class Sandbox:
         os.close(ready_w)
         os.close(exit_r)
         with os.fdopen(ready_r, "rb") as ready:
-            if ready.read(1) != b"1":
+            if not select.select([ready], [], [], 30)[0] or ready.read(1) != b"1":
                 proc.kill()
                 proc.wait()
                 said = [line for line in (self.root / "network.log").read_text(errors="replace").splitlines()
@@ -306,12 +308,14 @@ class Sandbox:
         exited = self.request({"op": "poll", "pids": pids}, timeout_s=timeout_s)["exited"]
         return {int(pid): code for pid, code in exited.items()}
 
-    def pids(self) -> set[int]:
-        return set(self.request({"op": "pids"})["pids"])
+    def pids(self) -> dict[int, int]:
+        """{pid: start time} of every process of the desktop's session (the start time tells a reused pid)."""
+        return {int(pid): start for pid, start in self.request({"op": "pids"})["pids"].items()}
 
-    def kill_all(self, keep: set[int]) -> int:
-        """SIGKILL every process of the desktop's session but `keep`; how many were killed."""
-        return self.request({"op": "kill_all", "keep": sorted(keep)})["killed"]
+    def kill_all(self, keep: dict[int, int]) -> int:
+        """SIGKILL every process of the desktop's session but `keep` ({pid: start time}, as `pids` gave
+        them: a pid the agent got again after killing a kept process is not kept); how many were killed."""
+        return self.request({"op": "kill_all", "keep": {str(pid): start for pid, start in keep.items()}})["killed"]
 
     def wipe(self, dirs: list[str], *, keep: list[str] = (), skeleton: list[str] = (), empty: list[str] = ()) -> None:
         """Empty folders (except the paths matching a glob of `keep`), create the `skeleton` folders and
@@ -392,8 +396,9 @@ def _read_info(fd: int, log: Path) -> dict:
 
 def start_xvfb(root: Path, width: int, height: int, auth: Path, cgroup: Cgroup | None = None
                ) -> tuple[subprocess.Popen, str]:
-    """Xvfb outside the sandbox, in a mount namespace of its own whose /tmp is private, admitting
-    only the clients that show the cookie in `auth` (an Xauthority file).
+    """Xvfb outside the sandbox, as the sandbox's unprivileged host user, in a mount and pid
+    namespace of its own whose /tmp is private, admitting only the clients that show the cookie in
+    `auth` (an Xauthority file). The agent's X clients talk to it: it never runs as root.
 
     Its socket file lands in `root/x11` (bound into the sandbox as /tmp/.X11-unix) and its lock
     file in that private /tmp, so nothing is left in the host's /tmp when it dies, however it
@@ -402,18 +407,24 @@ def start_xvfb(root: Path, width: int, height: int, auth: Path, cgroup: Cgroup |
     """
     (root / "x11").mkdir(parents=True, exist_ok=True)
     os.chmod(root / "x11", 0o755)
+    become = []
+    if os.geteuid() == 0:
+        for path in (root / "x11", auth):
+            os.chown(path, NOBODY, NOBODY)
+        become = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     r, w = os.pipe()
     log = open(root / "xvfb.log", "ab")
     # -displayfd: the X server picks a free display number itself (abstract sockets collide), so
     # servers never race for one.
-    argv = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp", "--bind", str(root / "x11"), X11,
+    argv = ["bwrap", "--dev-bind", "/", "/", "--perms", "1777", "--tmpfs", "/tmp", "--bind", str(root / "x11"), X11,
             "--ro-bind", str(auth), "/tmp/xauth",  # the state folder may itself lie under /tmp
-            "--unshare-pid", "--die-with-parent", "--new-session", "--",
+            "--unshare-pid", "--die-with-parent", "--new-session", "--", *become,
             "Xvfb", "-displayfd", str(w), "-auth", "/tmp/xauth", "-screen", "0", f"{width}x{height}x24",
             "-nolisten", "tcp", "-noreset", "-dpi", "96"]
     try:
-        proc = subprocess.Popen(cgroup.wrap(argv) if cgroup else argv, env={"PATH": os.environ.get("PATH", PATH)},
-                                pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        proc = subprocess.Popen(cgroup.wrap(argv) if cgroup else argv,
+                                env={"PATH": os.environ.get("PATH", PATH)}, pass_fds=(w,), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log)
     finally:
         log.close()
         os.close(w)

@@ -1,23 +1,23 @@
 """The two trusted processes inside a desktop's sandbox: the keeper and the session.
 
 Both run Debian's own python3 with the standard library only (nothing of computerrl is visible in
-the sandbox), both are non-dumpable (nothing may trace them, read their memory or copy their file
-descriptors), and each serves the env server over a listening socket it inherited as a file
-descriptor: no path inside the sandbox names either socket, so nothing in the desktop can dial them.
+the sandbox). Each is pid 1 of its namespace, so nothing inside may kill or stop it, and neither is
+dumpable, so nothing may trace it, read or write its memory or copy its file descriptors. Each
+serves the env server over a listening socket it inherited as a file descriptor: no path inside
+the sandbox names either socket, so nothing in the desktop can dial them.
 
-    keeper   the sandbox's first process. Reads, writes and wipes files through the sandbox's view of
-             the file system (a link planted by the agent can only ever point inside the sandbox), and
-             runs the commands that decide a score (getters, postconfig). It starts the session in a
-             nested user and pid namespace, so nothing the agent runs can see, signal or trace it,
-             nor anything it runs. What those commands leave running when they end is killed:
-             they may run code the agent wrote (OSWorld's `bash eval.sh`), which must not linger
-             beside the keeper.
-    session  pid 2 of that nested namespace, where everything of the desktop runs: the buses, the
-             window manager, the apps, the agent's terminal, the task's setup commands. It starts,
-             watches and kills them; the namespace makes "everything the desktop runs" exact, and it
-             caps how many processes the desktop's user may have.
+    keeper   pid 1 of the sandbox. Reads, writes and wipes files through the sandbox's view of the
+             file system (a link planted by the agent can only ever point inside the sandbox), and
+             runs the commands that decide a score (getters, postconfig), where nothing the agent
+             left running can see or touch them. Those commands may run code the agent wrote
+             (OSWorld's `bash eval.sh`): whatever they leave behind is killed as they end.
+    session  pid 1 of a nested user, pid and mount namespace, forked from the keeper (never exec'd,
+             so never dumpable): everything of the desktop runs there, the buses, the window
+             manager, the apps, the agent's terminal, the task's setup commands. It starts, watches
+             and kills them; the namespace makes "everything the desktop runs" exact, and it caps
+             how many processes the desktop's user may have.
 
-One JSON request per connection, one JSON reply:
+Both reap the orphans their namespace hands them. One JSON request per connection, one reply:
 
     {"op": "spawn", "argv": [...], "env": {...}, "cwd": "/home/user", "log": "/var/lib/desktop/logs/x.log"}
         -> {"pid": 7}                                   (session; pids are the session's own)
@@ -25,19 +25,21 @@ One JSON request per connection, one JSON reply:
         -> {"returncode": 0, "stdout": "...", "stderr": "..."}   or {"error": "..."}   (both)
     {"op": "poll", "pids": [7]}          -> {"exited": {"7": -9}}   (session; only those that ended)
     {"op": "kill", "pids": [7]}          -> {}                       (session)
-    {"op": "pids"}                       -> {"pids": [...]}          (session: every process but its own two)
-    {"op": "kill_all", "keep": [...]}    -> {"killed": 3}            (session: every other process, SIGKILL)
+    {"op": "pids"}                       -> {"pids": {"7": 1234}}    (session: every process but itself,
+                                                                      with its start time)
+    {"op": "kill_all", "keep": {"7": 1234}} -> {"killed": 3}         (session: all others, SIGKILL; a kept
+                                                                      pid must still have its start time)
     {"op": "wipe", "dirs": [...], "keep": [glob, ...], "skeleton": [...], "empty": [...]} -> {}   (keeper)
     {"op": "write", "path": ..., "data": base64, "mode": 420} -> {}             (keeper)
     {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true}   (keeper)
     {"op": "copy", "from": ..., "to": ...} -> {}    (keeper: `to` replaced by a copy of the folder `from`)
+    {"op": "ping"} -> {}                                                        (keeper)
 
 The keeper's lifeline descriptor is the read end of a pipe whose write end only the env server
-holds: it reaches end-of-file when the server dies, however it dies. The keeper then exits,
-bubblewrap's pid 1 follows, and the kernel kills every process left in the namespaces.
+holds: it reaches end-of-file when the server dies, however it dies. The keeper then exits, and
+with it, pid 1 of every namespace below, the kernel kills every process of the sandbox.
 
-    python3 -I init.py keeper LISTENER SESSION_LISTENER LIFELINE PROCESSES
-    python3 -I init.py session LISTENER PROCESSES
+    python3 -I init.py LISTENER SESSION_LISTENER LIFELINE PROCESSES
 """
 
 import base64
@@ -47,6 +49,7 @@ import fnmatch
 import json
 import os
 import resource
+import secrets
 import shutil
 import signal
 import socket
@@ -59,36 +62,72 @@ import time
 OUTPUT_LIMIT = 1 << 20  # bytes of a command's stdout / stderr sent back
 KILL_WAIT_S = 5.0  # how long kill_all waits for its victims to be reaped
 SERVERS = 6  # requests served at once (the watchdog's poll beside a long setup command, …)
-PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
-SELF = "/run/desktop/init.py"  # this file, as the sandbox sees it
-children: dict[int, subprocess.Popen] = {}
+UID = 1000  # the desktop's user, the same in the session's namespace
+PR_SET_DUMPABLE, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 4, 0x00020000, 0x10000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+libc = ctypes.CDLL(None, use_errno=True)
+children: dict[int, subprocess.Popen] = {}  # what `spawn` started, polled by the env server
+managed: set[int] = set()  # pids a Popen object waits for: the reaper leaves them to it
 lock, run_lock = threading.Lock(), threading.Lock()
+session_pid = 0  # (keeper) the session, as the keeper's namespace numbers it
+
+
+def popen(argv: list[str], **options) -> subprocess.Popen:
+    with lock:
+        proc = subprocess.Popen(argv, start_new_session=True, **options)
+        managed.add(proc.pid)
+    return proc
 
 
 def spawn(req: dict) -> dict:
-    log = open(req["log"], "ab") if req.get("log") else subprocess.DEVNULL
+    log = _open_log(req["log"]) if req.get("log") else subprocess.DEVNULL
     try:
-        proc = subprocess.Popen(req["argv"], env=req["env"], cwd=req.get("cwd") or "/", stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=log, start_new_session=True)
+        proc = popen(req["argv"], env=req["env"], cwd=req.get("cwd") or "/", stdin=subprocess.DEVNULL,
+                     stdout=log, stderr=log)
     finally:
         if log is not subprocess.DEVNULL:
-            log.close()
+            os.close(log)
     with lock:
         children[proc.pid] = proc
     return {"pid": proc.pid}
 
 
-def run(req: dict) -> dict:
-    proc = subprocess.Popen(req["argv"], env=req["env"], cwd=req.get("cwd") or "/", stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+def _open_log(path: str) -> int:
+    """A log file to append to; anything else the agent put there (a link, a FIFO) gets /dev/null."""
     try:
-        out, err = proc.communicate(req.get("input", "").encode(), timeout=req.get("timeout", 60))
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return {"error": f"did not finish within {req.get('timeout', 60):.0f} s"}
-    return {"returncode": proc.returncode, "stdout": out[:OUTPUT_LIMIT].decode(errors="replace"),
-            "stderr": err[:OUTPUT_LIMIT].decode(errors="replace")}
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return os.open(os.devnull, os.O_WRONLY)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def run(req: dict) -> dict:
+    """Run to completion of the command itself: its output goes to nameless files, so what it leaves
+    running in the background holds nothing we wait for."""
+    out, err = (os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600) for _ in range(2))
+    try:
+        proc = popen(req["argv"], env=req["env"], cwd=req.get("cwd") or "/", stdin=subprocess.PIPE, stdout=out,
+                     stderr=err)
+        try:
+            proc.communicate(req.get("input", "").encode(), timeout=req.get("timeout", 60))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return {"error": f"did not finish within {req.get('timeout', 60):.0f} s"}
+        finally:
+            managed.discard(proc.pid)
+        return {"returncode": proc.returncode, "stdout": _output(out), "stderr": _output(err)}
+    finally:
+        os.close(out)
+        os.close(err)
+
+
+def _output(fd: int) -> str:
+    return os.pread(fd, OUTPUT_LIMIT, 0).decode(errors="replace")
 
 
 def poll(req: dict) -> dict:
@@ -99,35 +138,40 @@ def poll(req: dict) -> dict:
             code = proc.poll() if proc is not None else (None if os.path.exists(f"/proc/{pid}") else -9)
             if code is not None:
                 exited[str(pid)] = code
+                managed.discard(pid)
     return {"exited": exited}
 
 
 def kill(req: dict) -> dict:
     for pid in req["pids"]:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     poll(req)  # reap our own children at once
     return {}
 
 
 def all_pids() -> list[int]:
-    """Every process of the session's namespace but bubblewrap's reaper (pid 1) and the session."""
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+    """Every process of our namespace but ourselves (its pid 1)."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
 
 
-def state_and_parent(pid: int) -> tuple[str, int]:
+def state_parent_start(pid: int) -> tuple[str, int, int]:
+    """(state letter, parent pid, start time in clock ticks) — the start time tells a pid reused apart."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
-        return fields[0], int(fields[1])
+        return fields[0], int(fields[1]), int(fields[19])
     except (OSError, IndexError, ValueError):
-        return "", 0  # gone meanwhile
+        return "", 0, 0  # gone meanwhile
+
+
+def pids(_req: dict) -> dict:
+    return {"pids": {str(pid): state_parent_start(pid)[2] for pid in all_pids()}}
 
 
 def kill_all(req: dict) -> dict:
-    return {"killed": kill_all_but(lambda: set(req.get("keep", [])))}
+    keep = {int(pid): start for pid, start in req.get("keep", {}).items()}
+    return {"killed": kill_all_but(lambda: {pid for pid in keep if state_parent_start(pid)[2] == keep[pid]})}
 
 
 def kill_all_but(keep) -> int:
@@ -135,37 +179,47 @@ def kill_all_but(keep) -> int:
 
     This pid namespace holds exactly what it should: whatever escaped its parent, cleared its
     environment or started a new session is still here. Forks racing the sweep: sweep again.
-    A killed process lingers as a zombie until its parent reaps it (bubblewrap's pid 1 once its
-    own parent died, or we): wait for those, so a caller never sees one. A kept process's zombie
-    children are its own business."""
-    me, killed = os.getpid(), set()
+    A killed process lingers as a zombie until its parent reaps it (we, for orphans): wait for
+    those, so a caller never sees one. A kept process's zombie children are its own business."""
+    killed = set()
     deadline = time.monotonic() + KILL_WAIT_S
     while time.monotonic() < deadline:
-        waiting, kept = False, keep()
+        waiting, kept = False, keep() | {os.getpid()}
         for pid in all_pids():
             if pid in kept:
                 continue
-            state, parent = state_and_parent(pid)
+            state, parent, _ = state_parent_start(pid)
             if state == "Z":
-                if parent == me and pid not in children:  # an orphan we adopted (the keeper is a subreaper)
-                    with contextlib.suppress(ChildProcessError):
-                        os.waitpid(pid, os.WNOHANG)
-                waiting |= parent not in kept
+                waiting |= parent not in kept or parent == os.getpid()
                 continue
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
                 waiting = True
-            except ProcessLookupError:
-                pass
         if not waiting:
             break
         poll({"pids": list(children)})
+        reap()
         time.sleep(0.01)
     with lock:
         for pid in [p for p, c in children.items() if c.returncode is not None]:
             del children[pid]
     return len(killed)
+
+
+def reap() -> None:
+    """Reap the zombies the namespace handed us (we are its pid 1) that no Popen waits for."""
+    for pid in all_pids():
+        state, parent, _ = state_parent_start(pid)
+        if state == "Z" and parent == os.getpid() and pid not in managed:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def reap_forever() -> None:
+    while True:
+        reap()
+        time.sleep(0.5)
 
 
 def wipe(req: dict) -> dict:
@@ -204,9 +258,11 @@ def _writable_then_retry(fn, path, _exc):  # the agent may have made things read
 
 
 def write(req: dict) -> dict:
+    """A new file in place of `path` (a link there is replaced, not followed)."""
     os.makedirs(os.path.dirname(req["path"]) or "/", exist_ok=True)
-    tmp = f"{req['path']}.computerrl-tmp"
-    with open(tmp, "wb") as f:
+    tmp = f"{req['path']}.{secrets.token_hex(8)}.computerrl"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, req.get("mode", 0o644))
+    with open(fd, "wb") as f:
         f.write(base64.b64decode(req["data"]))
     os.chmod(tmp, req.get("mode", 0o644))
     os.replace(tmp, req["path"])
@@ -237,32 +293,30 @@ def copy(req: dict) -> dict:
 
 def run_and_sweep(req: dict) -> dict:
     """`run` beside the keeper, then kill whatever it left: every process of the keeper's namespace
-    but its pid 1, the keeper and the session's tree (orphans come to the keeper, its subreaper).
-    One at a time: a sweep must not take another command's processes."""
+    but the session's (orphans come to the keeper, its pid 1). One at a time: a sweep must not take
+    another command's processes."""
     with run_lock:
         try:
             return run(req)
         finally:
-            kill_all_but(lambda: {1, os.getpid(), *tree(session_launcher)})
+            kill_all_but(lambda: set(tree(session_pid)))
 
 
 def tree(root: int) -> list[int]:
     """`root` and every process below it."""
-    children: dict[int, list[int]] = {}
+    below: dict[int, list[int]] = {}
     for pid in all_pids():
-        children.setdefault(state_and_parent(pid)[1], []).append(pid)
+        below.setdefault(state_parent_start(pid)[1], []).append(pid)
     out, todo = [], [root]
     while todo:
         out.append(pid := todo.pop())
-        todo += children.get(pid, [])
+        todo += below.get(pid, [])
     return out
 
 
 KEEPER_OPS = {"run": run_and_sweep, "wipe": wipe, "write": write, "read": read, "copy": copy,
               "ping": lambda _req: {}}
-session_launcher = 0  # the keeper's pid of the bubblewrap that holds the session
-SESSION_OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all,
-               "pids": lambda _req: {"pids": all_pids()}}
+SESSION_OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all, "pids": pids}
 
 
 def serve(conn: socket.socket, ops: dict) -> None:
@@ -290,45 +344,76 @@ def serve_forever(fd: int, ops: dict) -> None:
         threading.Thread(target=accept_forever, daemon=True).start()
 
 
-def prctl(option: int, value: int) -> None:
-    if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise OSError(ctypes.get_errno(), f"{what} failed")
+
+
+def start_session(listener: int, closed: list[int], processes: int) -> int:
+    """Fork the session into a user, pid and mount namespace of its own; its pid in ours.
+
+    Forked, never exec'd: once non-dumpable, it stays so. Called before any thread starts."""
+    r, w = os.pipe()
+    if (middle := os.fork()) == 0:
+        try:
+            os.close(r)
+            _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS), "unshare")
+            for name, line in (("setgroups", "deny"), ("uid_map", f"{UID} {UID} 1"), ("gid_map", f"{UID} {UID} 1")):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(line)
+            if (pid := os.fork()) == 0:  # pid 1 of the new namespace
+                os.close(w)
+                for fd in closed:
+                    os.close(fd)
+                session(listener, processes)
+            os.write(w, str(pid).encode())
+        except BaseException as e:
+            print(f"the session could not be made: {e!r}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        pid = int(f.read() or 0)
+    os.waitpid(middle, 0)
+    if not pid:
+        raise OSError("the session did not start")
+    return pid
 
 
 def untouchable() -> None:
-    """No tracing, no /proc/<pid>/fd or mem, no pidfd_getfd on us; Ctrl-C is not ours to take."""
-    prctl(PR_SET_DUMPABLE, 0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Non-dumpable: nothing may trace us, open /proc/<pid>/{fd,mem} of ours or copy our descriptors."""
+    _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE, 0)")
+
+
+def session(listener: int, processes: int) -> None:
+    try:
+        untouchable()
+        os.setsid()
+        _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making mounts private")
+        _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mounting /proc")
+        # Processes and threads of the desktop's user, the root that `sudo` gives included.
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+        serve_forever(listener, SESSION_OPS)
+    except BaseException as e:
+        print(f"the session failed to start: {e!r}", file=sys.stderr, flush=True)
+        os._exit(1)
+    reap_forever()
 
 
 def keeper(listener: int, session_listener: int, lifeline: int, processes: int) -> None:
-    global session_launcher
-    untouchable()
-    prctl(PR_SET_CHILD_SUBREAPER, 1)
-    # The session: a user and pid namespace of its own under ours (bubblewrap's reaper is its pid 1),
-    # the same files, a /proc that shows only the desktop's processes.
-    session_launcher = subprocess.Popen(["bwrap", "--unshare-user", "--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc",
-                      "--die-with-parent", "--new-session", "--",
-                      sys.executable, "-I", SELF, "session", str(session_listener), str(processes)],
-                     pass_fds=(session_listener,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL).pid  # its reaper (pid 1 there) can be robbed: no host file
+    global session_pid
+    # Python's own SIGINT handler would let anything beside us raise KeyboardInterrupt in us; a
+    # handler that does nothing is reset at exec, so what we start still has Ctrl-C.
+    signal.signal(signal.SIGINT, lambda *_: None)
+    session_pid = start_session(session_listener, [listener, lifeline], processes)
+    untouchable()  # only now: the session's namespace needed our /proc files still ours to write
     os.close(session_listener)
     serve_forever(listener, KEEPER_OPS)
+    threading.Thread(target=reap_forever, daemon=True).start()
     while os.read(lifeline, 1):  # blocks until the env server is gone
         pass
     os._exit(0)
 
 
-def session(listener: int, processes: int) -> None:
-    untouchable()
-    # Processes and threads of the desktop's user, the root that `sudo` gives included.
-    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    serve_forever(listener, SESSION_OPS)
-    threading.Event().wait()
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "keeper":
-        keeper(*map(int, sys.argv[2:6]))
-    else:
-        session(*map(int, sys.argv[2:4]))
+    keeper(*map(int, sys.argv[1:5]))

@@ -5,10 +5,11 @@
 Every desktop runs in a sandbox of its own (envs/sandbox.py): what the agent and the tasks run
 cannot touch this machine. It binds to loopback unless told otherwise; bound wider it refuses to start without a shared
 token (`COMPUTERRL_ENV_TOKEN`), which every call must then carry. A desktop that dies (Xvfb,
-D-Bus, soffice…), gets stuck, or fails a Reset is rebuilt alone, the others of the server
-carrying on. The episode it was serving is reported lost (gRPC ABORTED), which clients record
-as an aborted episode, never as a failure — unless what broke was within the agent's reach (its
-office, buses, session): then the episode ends as a failure (`EnvServicer._broke`). A rebuilt
+D-Bus, soffice…), gets stuck, or fails a call is rebuilt alone, the others of the server carrying
+on. The episode it was serving ends as a failure: everything of a desktop is within the agent's
+reach (its apps, its X clients, its memory), so it may have broken it on purpose, and a lost
+episode is left out of training and of the success rates. Episodes are lost (gRPC ABORTED,
+recorded as aborted, never as failures) only with the server itself, or at a Reset. A rebuilt
 desktop must pass a clean Reset before it serves again; Health reports one that cannot, without
 ever waiting on a desktop. Reset runs a
 task's setup steps (`envs/tasks/setup.py`, files from `--cache`), Evaluate its evaluator, each
@@ -65,8 +66,7 @@ class Slot:
         self.closing = False  # the server is stopping: build nothing more
         self.episode = 0  # id of the running episode (0 = none)
         self.last_episode = 0  # id of the latest episode, running or over
-        self.ended = ""  # why the latest episode was lost, if it was
-        self.broken_inside = False  # ... by a breakdown of what the agent can reach: a failure, not an abort
+        self.ended = ""  # why the desktop of the latest episode broke, if it did: the episode failed
         self.episodes = self.replacements = 0
         self.retry_at = 0.0  # monotonic time before which a failed build is not retried
         self.health = "starting"  # what the watchdog last saw ("" = healthy); Health reports it, never waiting
@@ -103,18 +103,17 @@ class Slot:
         why = self.desktop.health() if self.desktop is not None else self.problem
         self.health = why
         if why:
-            self.replace(why, inside=self.desktop is not None and self.desktop.broken_inside)
+            self.replace(why)
         return why
 
-    def replace(self, why: str, inside: bool = False) -> None:
-        """Rebuild the desktop, dead or not (one that failed a reset looks alive). Caller holds the lock.
-        `inside`: it broke in what the agent can reach, so the episode it served fails rather than being lost."""
+    def replace(self, why: str) -> None:
+        """Rebuild the desktop, dead or not (one that failed a reset looks alive). Caller holds the lock."""
+        if self.last_episode and not self.ended:  # also after Agent.exit: its Evaluate must not score a fresh desktop
+            self.ended, self.episode = why, 0
         if self.closing or time.monotonic() < self.retry_at:
             return
         if self.desktop is not None:
             log.warning("desktop %d: %s; replacing it", self.index, why)
-        if self.last_episode and not self.ended:  # also after Agent.exit: its Evaluate must not score a fresh desktop
-            self.ended, self.episode, self.broken_inside = why, 0, inside
         try:
             self.build()
         except Exception:  # noqa: BLE001 - the slot reports it; the watchdog tries again later
@@ -145,13 +144,11 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is unavailable: {slot.problem}")
 
     def _in_episode(self, slot: Slot, episode: int, context) -> None:
-        """The call belongs to the running episode; a lost or taken-over one ends ABORTED (the caller
-        first answers for an episode the agent's own desktop breakdown ended: see `_broke`)."""
+        """The call belongs to the running episode; one a later Reset took over ends ABORTED (the caller
+        first answers for an episode its desktop's breakdown ended: see `_broke`)."""
         if episode and episode == slot.episode:
             return
         if episode and episode == slot.last_episode:
-            if slot.ended:
-                context.abort(grpc.StatusCode.ABORTED, f"episode lost: desktop replaced after {slot.ended}")
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "the episode is over (Agent.exit): call Reset")
         context.abort(grpc.StatusCode.ABORTED if episode else grpc.StatusCode.FAILED_PRECONDITION,
                       f"episode {episode} does not run on desktop {slot.index}: a later Reset started another"
@@ -187,7 +184,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 self._prepare(slot, task, request.task_dir, context)
             slot.task, slot.exit_success = task, None
             slot.episode = slot.last_episode = secrets.randbits(63) or 1
-            slot.ended, slot.broken_inside = "", False
+            slot.ended = ""
             slot.episodes += 1
             message = observation_message(obs)
             message.episode = slot.episode
@@ -284,10 +281,9 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     @staticmethod
     def _broke(slot: Slot, episode: int) -> bool:
-        """Whether this episode ended because something the agent can reach broke (its apps, its buses,
-        its session): the agent may have broken it itself, so the episode fails — were it lost, an agent
-        about to fail could kill its own office and have the episode left out of training and of the rates."""
-        return bool(episode) and episode == slot.last_episode and bool(slot.ended) and slot.broken_inside
+        """Whether this episode's desktop broke: it ends as a failure (were it lost, an agent about to
+        fail could kill its own office and have the episode left out of training and of the rates)."""
+        return bool(episode) and episode == slot.last_episode and bool(slot.ended)
 
     @staticmethod
     def _broken_step(slot: Slot):
@@ -300,15 +296,16 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                              detail=f"the desktop broke during the episode ({slot.ended}): a failure")
 
     def _failed(self, slot: Slot, context, error: Exception):
-        """The call failed: if the desktop died, replace it and report the episode lost — or return,
-        for the caller to end it as a failure, when the agent's side of the desktop broke (`_broke`)."""
+        """The call failed. Its desktop is broken (dead, or alive but unable to serve: a hung app, an X
+        server an agent's client grabbed…): it is rebuilt, and the caller ends the episode as a failure
+        (`_broken_step`, `_broken_score`); with no episode running, the call ends ABORTED."""
         why = slot.replace_if_dead()
-        if why and slot.broken_inside and slot.ended == why:
-            return
-        if why:
-            context.abort(grpc.StatusCode.ABORTED, f"episode lost: desktop replaced after {why}")
-        log.exception("desktop %d: call failed on a healthy desktop", slot.index, exc_info=error)
-        context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+        if not why:
+            log.error("desktop %d: %s on a live desktop; replacing it", slot.index, error, exc_info=error)
+            why = f"{type(error).__name__}: {error}"
+            slot.replace(why)
+        if not slot.ended:
+            context.abort(grpc.StatusCode.ABORTED, f"desktop {slot.index} broke ({why}); it was replaced")
 
     def Evaluate(self, request, context):
         slot = self._slot(request.desktop, context)

@@ -1,8 +1,10 @@
 """The X side of a desktop: window list, focus, screenshot, all in-process (no subprocess per call).
 
 Every display demands its desktop's cookie (MIT-MAGIC-COOKIE-1, in an Xauthority file only that
-desktop and the env server hold). Xlib reads the file named by $XAUTHORITY when it connects, so
-connections are made under a lock with the variable set to this desktop's file.
+desktop and the env server hold). Xlib reads the file named by $XAUTHORITY when it connects: this
+process's own file lists the cookie of every display it serves (`grant`), set once, rewritten whole.
+A display that stops answering (an agent's client grabbed the server) fails the call in
+`X_TIMEOUT_S` instead of hanging it.
 """
 
 from __future__ import annotations
@@ -11,41 +13,54 @@ import contextlib
 import dataclasses
 import io
 import os
+import socket
 import struct
+import tempfile
 import threading
+import time
 
 from Xlib import X, display as xdisplay
 from Xlib.error import XError
 
-
 FAMILY_LOCAL, FAMILY_WILD = 256, 65535  # Xauthority address families: a host name; any address
-_connecting = threading.Lock()
+X_TIMEOUT_S = 10.0  # an X request unanswered this long: the display is wedged
+_granted: dict[str, bytes] = {}  # display number -> cookie, for this process's connections
+_grant_lock = threading.Lock()
 
 
-def xauthority(cookie: bytes, hostnames: list[str]) -> bytes:
-    """An Xauthority file granting `cookie` for every display of these hosts (and, for libX11, any host)."""
+def _entry(family: int, address: bytes, number: bytes, cookie: bytes) -> bytes:
     def field(b: bytes) -> bytes:
         return struct.pack(">H", len(b)) + b
 
-    entries = [(FAMILY_LOCAL, h.encode()) for h in hostnames] + [(FAMILY_WILD, b"")]
-    # An empty display number matches every display: the number is known only once Xvfb runs.
-    return b"".join(struct.pack(">H", family) + field(address) + field(b"") + field(b"MIT-MAGIC-COOKIE-1")
-                    + field(cookie) for family, address in entries)
+    return struct.pack(">H", family) + field(address) + field(number) + field(b"MIT-MAGIC-COOKIE-1") + field(cookie)
 
 
-@contextlib.contextmanager
-def authorized(auth_file: str):
-    """$XAUTHORITY is `auth_file` while an X connection is made in this block."""
-    with _connecting:
-        before = os.environ.get("XAUTHORITY")
-        os.environ["XAUTHORITY"] = auth_file
-        try:
-            yield
-        finally:
-            if before is None:
-                del os.environ["XAUTHORITY"]
-            else:
-                os.environ["XAUTHORITY"] = before
+def xauthority(cookie: bytes, hostnames: list[str]) -> bytes:
+    """An Xauthority file granting `cookie` for every display of these hosts (and, for libX11, any host).
+    An empty display number matches every display: the number is known only once Xvfb runs."""
+    return b"".join(_entry(family, address, b"", cookie)
+                    for family, address in [(FAMILY_LOCAL, h.encode()) for h in hostnames] + [(FAMILY_WILD, b"")])
+
+
+def grant(display: str, cookie: bytes | None) -> None:
+    """This process's X connections to `display` show `cookie` (None: forget the display)."""
+    number = display.lstrip(":").split(".")[0]
+    with _grant_lock:
+        if cookie is None:
+            _granted.pop(number, None)
+        else:
+            _granted[number] = cookie
+        path = os.environ.get("COMPUTERRL_XAUTHORITY")
+        if path is None:  # our own file, made once; $XAUTHORITY names it from now on
+            path = os.path.join(tempfile.mkdtemp(prefix="computerrl-x-"), "Xauthority")
+            os.environ["COMPUTERRL_XAUTHORITY"] = os.environ["XAUTHORITY"] = path
+        host = socket.gethostname().encode()
+        data = b"".join(_entry(FAMILY_LOCAL, host, n.encode(), c) + _entry(FAMILY_WILD, b"", n.encode(), c)
+                        for n, c in _granted.items())
+        tmp = f"{path}.tmp"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)  # a reader sees the old file or the new one, never half of one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,14 +79,37 @@ class Window:
 class Screen:
     """One connection to one X display (not thread-safe: the desktop serializes calls)."""
 
-    def __init__(self, display: str, auth_file: str):
-        self.display_name, self.auth_file = display, auth_file
-        with authorized(auth_file):
-            self._d = xdisplay.Display(display)
+    def __init__(self, display: str):
+        self.display_name = display
+        self._d = xdisplay.Display(display)
         self._root = self._d.screen().root
         self._atoms = {n: self._d.intern_atom(n) for n in
                        ("_NET_CLIENT_LIST", "_NET_ACTIVE_WINDOW", "_NET_WM_NAME", "_NET_WM_PID", "UTF8_STRING")}
         self._grabber = None  # mss instance, made on first screenshot
+        self._deadline = 0.0  # monotonic time by which the call in flight must be answered (0 = none)
+        self._cut = False
+        threading.Thread(target=self._watch, daemon=True, name=f"x-watch{display}").start()
+
+    def _watch(self) -> None:
+        """Cut the connection under a call past its deadline: the call then fails instead of hanging."""
+        while self._d is not None:
+            if self._deadline and time.monotonic() > self._deadline and not self._cut:
+                self._cut = True
+                with contextlib.suppress(OSError):
+                    self._d.display.socket.shutdown(socket.SHUT_RDWR)
+            time.sleep(0.5)
+
+    @contextlib.contextmanager
+    def _answered(self):
+        self._deadline = time.monotonic() + X_TIMEOUT_S
+        try:
+            yield
+        except Exception:
+            if self._cut:
+                raise TimeoutError(f"the X server did not answer within {X_TIMEOUT_S:.0f} s") from None
+            raise
+        finally:
+            self._deadline = 0.0
 
     @property
     def size(self) -> tuple[int, int]:
@@ -88,6 +126,10 @@ class Screen:
 
     def windows(self) -> list[Window]:
         """Managed top-level windows in stacking order of the window manager's client list."""
+        with self._answered():
+            return self._windows()
+
+    def _windows(self) -> list[Window]:
         ids = self._prop(self._root, "_NET_CLIENT_LIST")
         active = self.active_window_id()
         out = []
@@ -110,8 +152,7 @@ class Screen:
         from PIL import Image
 
         if self._grabber is None:
-            with authorized(self.auth_file):
-                self._grabber = mss.MSS(display=self.display_name)
+            self._grabber = mss.MSS(display=self.display_name)
         shot = self._grabber.grab(self._grabber.monitors[0])
         img = Image.frombuffer("RGB", shot.size, shot.bgra, "raw", "BGRX", 0, 1)
         buf = io.BytesIO()

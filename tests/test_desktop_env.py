@@ -192,10 +192,10 @@ def _iterate(enumeration_access):
 
 
 @pytest.mark.parametrize("victim", ["soffice", "xvfb"])
-def test_a_desktop_that_breaks_is_replaced_and_its_episode_ends(env, server, victim):
-    """Its episode is lost (aborted, left out of training and of the rates) when what broke is out of
-    the agent's reach, like X; when it is what the agent can reach, like the office, the agent may have
-    broken it itself, so the episode ends as a failure."""
+def test_a_desktop_that_breaks_is_replaced_and_its_episode_fails(env, server, victim):
+    """Everything of a desktop is within the agent's reach (its office, its X clients, its memory), so
+    a breakdown ends the episode as a failure: were it lost (left out of training and of the rates),
+    an agent about to fail could break its desktop to hide it."""
     srv, client = server
     env.reset(options={"task": {"id": "give-up", "instruction": "x", "evaluator": {"func": "infeasible"}}})
     act(env, "Agent.open_app('calc')")
@@ -206,13 +206,9 @@ def test_a_desktop_that_breaks_is_replaced_and_its_episode_ends(env, server, vic
     else:
         os.kill(desktop._xvfb.pid, signal.SIGKILL)
     obs, reward, terminated, truncated, info = env.step(response("Agent.type(text='lost')"))
-    if victim == "soffice":
-        assert terminated and not info["aborted"] and reward == 0.0 and not env.aborted
-        assert "soffice exited" in info["exec_result"] and "as a failure" in info["exec_result"]
-        assert info["score"] == 0.0 and "the desktop broke during the episode" in info["score_detail"]
-    else:
-        assert info["aborted"] and "ABORTED" in info["aborted"] and truncated and reward == 0.0
-        assert env.aborted
+    assert terminated and not info["aborted"] and reward == 0.0 and not env.aborted
+    assert "exited" in info["exec_result"] and "as a failure" in info["exec_result"]
+    assert info["score"] == 0.0 and "the desktop broke during the episode" in info["score_detail"]
     assert wait_healthy(client, 120) == ""
     assert client.health().desktops[0].replacements == replacements + 1
     env.reset()

@@ -275,3 +275,18 @@ def test_compare_pptx_files_without_a_result_scores_zero(tmp_path):
 
     Presentation().save(tmp_path / "empty.pptx")  # python-pptx's default deck, as Presentation(None) opens
     assert METRICS["compare_pptx_files"](None, str(tmp_path / "empty.pptx")) == 0.0
+
+
+def test_a_metric_on_a_file_too_big_for_it_scores_nothing_and_spares_the_server(tmp_path):
+    """Metrics run in a child capped in memory and time: a hostile output fails its own score only."""
+    from computerrl.envs.tasks import metric_worker
+
+    big, gold = tmp_path / "big.txt", tmp_path / "gold.txt"
+    with open(big, "wb") as f:
+        f.truncate(metric_worker.MEMORY_BYTES + (1 << 30))  # sparse: nothing written, more than the cap read
+    gold.write_text("x")
+    with pytest.raises(ValueError, match="needed more than|died"):
+        metric_worker.score("compare_text_file", str(big), str(gold), {}, timeout_s=120)
+    gold.write_text("same")
+    (tmp_path / "same.txt").write_text("same")
+    assert metric_worker.score("compare_text_file", str(tmp_path / "same.txt"), str(gold), {}, timeout_s=60) == 1.0

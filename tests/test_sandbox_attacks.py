@@ -139,15 +139,12 @@ def test_the_agent_cannot_take_over_the_keeper_or_forge_a_score(two, env0):
     env0.reset(options={"task": FORGEABLE})
     agent_runs(env0, THIEF, "thief.json")
     report = json.loads(read_output(desktop, "thief.json", "}"))
-    # Of what acts for the server it sees only the session (pid 2), which gives nothing away; the keeper,
-    # which reads the files and runs the commands a score comes from, it does not even see.
-    assert [cmd.split()[-3] for cmd in report["seen"].values() if cmd.startswith("/usr/bin/python3")
-            and "init.py" in cmd] == ["session"], report
+    # Of what acts for the server it sees only the session (its pid 1), which gives nothing away; the
+    # keeper, which reads the files and runs the commands a score comes from, it does not even see.
+    assert [pid for pid, cmd in report["seen"].items() if "init.py" in cmd] == ["1"], report
     assert report["stolen"] == [] and report["stopped"] == [], report
-    assert report["refused"]["2"] == "Operation not permitted", report  # the session: nothing to copy
-    keeper = [pid for pid, (_, cmd) in host_processes(desktop).items()
-              if cmd.startswith("/usr/bin/python3 -I /run/desktop/init.py keeper")]
-    assert len(keeper) == 1 and host_processes(desktop)[keeper[0]][0] != "T"  # not stopped
+    assert report["refused"]["1"] == "Operation not permitted", report  # the session: nothing to copy
+    assert host_processes(desktop)[desktop.sandbox.pid][0] != "T"  # the keeper runs on
     # The score comes from the keeper's own run of the command: the real output, not the thief's.
     _, reward, terminated, _, info = env0.step("```python\nAgent.exit(True)\n```")
     assert terminated and reward == 0.0 and info["score"] == 0.0, info
@@ -338,20 +335,22 @@ def test_nothing_the_agent_leaves_survives_into_the_next_episode(two, env0):
 
 
 # wedged -------------------------------------------------------------------------------------
-def test_a_wedged_desktop_is_rebuilt_alone(two, env0):
+def test_a_wedged_desktop_is_rebuilt_alone_and_its_episode_fails(two, env0):
     srv, client = two
     env1 = DesktopEnv(client, 1, max_steps=100)
     env1.reset()
     env0.reset()
     before, other_before = srv.slots[0].replacements, srv.slots[1].replacements
+    act(env0, "Agent.open_app('calc')")
     act(env0, "Agent.open_app('terminal')")
-    # Stop the session: the one process of the server's it may signal (the keeper, it cannot even name).
-    _, reward, terminated, _, info = env0.step("```python\nAgent.type(text='kill -STOP 2', enter=True)\n```")
-    if not terminated:  # the step's own health check may come before the stop takes
-        _, reward, terminated, _, info = env0.step("```python\nAgent.wait()\n```")
-    # It broke its own desktop: the episode fails (were it lost, breaking the desktop would hide a failure).
+    act(env0, "Agent.type(text='kill -STOP 1; kill -9 1', enter=True)")  # the session: pid 1 there, untouchable
+    assert client.health().healthy and srv.slots[0].replacements == before
+    act(env0, "Agent.type(text='kill -STOP $(pgrep -x soffice.bin)', enter=True)")  # its office, though, it may stop
+    started = time.monotonic()
+    _, reward, terminated, _, info = env0.step("```python\nCalcTools.set_cell_value('A1', 1)\n```")
+    # It wedged its own desktop: the episode fails (were it lost, wedging would hide a failure).
     assert terminated and reward == 0.0 and not info["aborted"] and "as a failure" in info["exec_result"], info
-    assert srv.slots[0].replacements == before + 1
+    assert time.monotonic() - started < 60 and srv.slots[0].replacements == before + 1
     act(env1, "Agent.open_app('calc')")  # the other desktop's episode never noticed
     act(env1, "CalcTools.set_cell_value('A1', 'unharmed')")
     assert srv.slots[1].replacements == other_before and wait_healthy(client, 60) == ""
@@ -359,10 +358,10 @@ def test_a_wedged_desktop_is_rebuilt_alone(two, env0):
 
 
 # an evaluation that runs the agent's code -----------------------------------------------------
-def test_an_evaluation_script_the_agent_rewrote_cannot_stay_beside_the_keeper(two, env0):
+def test_an_evaluation_script_the_agent_rewrote_cannot_touch_the_keeper_or_stay(two, env0):
     """OSWorld's os tasks score with `bash eval.sh`, a script in the agent's home: the agent may rewrite
-    it, and the keeper then runs the agent's code. What it leaves running is killed at once, and a
-    script that kills the keeper fails the episode (it is no way to have a failure left out)."""
+    it, and the keeper then runs the agent's code. The keeper (pid 1 there) cannot be stopped or killed,
+    and what the script leaves running is killed as the evaluation ends."""
     srv, client = two
     desktop = srv.slots[0].desktop
     task = {"id": "eval-sh", "instruction": "x",
@@ -370,21 +369,17 @@ def test_an_evaluation_script_the_agent_rewrote_cannot_stay_beside_the_keeper(tw
             "evaluator": {"func": "check_include_exclude",
                           "result": {"type": "vm_command_line", "command": "bash /home/user/eval.sh", "shell": True},
                           "expected": {"type": "rule", "rules": {"include": ["fine"], "exclude": []}}}}
-    for payload, keeper_lives in (("(sleep 2; kill -STOP $(pgrep -f \"init.py keeper\")) >/dev/null 2>&1 &", True),
-                                  ("kill -9 $(pgrep -f \"init.py keeper\")", False)):
+    for payload in ("kill -STOP 1; kill -9 1", "(sleep 2; kill -STOP 1; kill -9 1) >/dev/null 2>&1 &",
+                    "setsid sleep 120 &"):  # holds the command's output open: nothing waits for it
         env0.reset(options={"task": task})
         act(env0, "Agent.open_app('terminal')")
         act(env0, f"Agent.type(text={f'echo {payload!r} >> ~/eval.sh'!r}, enter=True)")
-        before = srv.slots[0].replacements
+        before, started = srv.slots[0].replacements, time.monotonic()
         _, reward, terminated, _, info = env0.step("```python\nAgent.exit(True)\n```")
-        assert terminated and not info["aborted"], info
-        if keeper_lives:
-            assert reward == 1.0  # the rewritten script printed what the task wants: OSWorld's own weakness
-            time.sleep(3)  # past the sleeper's 2 s: it was killed with the evaluation, the keeper runs on
-            states = [state for state, cmd in host_processes(desktop).values() if "init.py keeper" in cmd]
-            assert states and "T" not in states, states
-            assert not any(cmd.startswith("sleep 2") for _, cmd in host_processes(desktop).values())
-        else:
-            assert reward == 0.0 and "evaluation failed" in info["score_detail"], info
-            assert wait_until(lambda: srv.slots[0].replacements > before, timeout_s=30)
-    assert wait_healthy(client, 60) == ""
+        assert time.monotonic() - started < 20, payload
+        # The rewritten script still prints what the task wants: OSWorld's own weakness, not the sandbox's.
+        assert terminated and not info["aborted"] and reward == 1.0, info
+        time.sleep(3)  # past the sleeper's 2 s: it was killed with the evaluation
+        assert host_processes(desktop)[desktop.sandbox.pid][0] != "T"  # the keeper runs on
+        assert not any(cmd.startswith(("sleep 2", "sleep 120")) for _, cmd in host_processes(desktop).values())
+        assert srv.slots[0].replacements == before and client.health().healthy

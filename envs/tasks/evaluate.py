@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from computerrl.envs.tasks import metric_worker
 from computerrl.envs.tasks.getters import fetch
-from computerrl.envs.tasks.registry import METRICS
 from computerrl.envs.tasks.setup import Budget, run_steps
 from computerrl.envs.tasks.task import Task
 
@@ -39,12 +39,11 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
     conj, scores, notes = ev.get("conj", "and"), [], []
     with tempfile.TemporaryDirectory(prefix="computerrl-eval-") as out:
         for name, res, exp, opts in zip(task.metrics, results, expected, options):
-            metric = METRICS[name]
             result, gold = fetch(desktop, res, Path(out), budget), fetch(desktop, exp, Path(out), budget)
-            try:
-                score = float(metric(result, gold, **(opts or {})))
-            except Exception as e:  # noqa: BLE001 - an output the metric cannot read is a wrong output
-                score, notes = 0.0, notes + [f"{name} failed on the output: {type(e).__name__}: {e}"]
+            try:  # out of this process: the metric parses what the agent made
+                score = metric_worker.score(name, result, gold, opts or {}, budget.left(metric_worker.CPU_S))
+            except ValueError as e:  # an output the metric cannot read is a wrong output
+                score, notes = 0.0, notes + [f"{name} failed on the output: {e}"]
             scores.append(score)
             if conj == "and" and score == 0.0 or conj == "or" and score == 1.0:
                 break

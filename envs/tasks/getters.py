@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from computerrl.envs.desktop import Desktop
 
 
+FILE_LIMIT = 256 << 20  # bytes of a file copied out of a desktop to be scored
 GETTER_PARAMETERS: dict[str, Parameters] = {}  # getter type -> its parameters (beside "type")
 
 
@@ -42,9 +43,11 @@ def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | 
     """Copy the file out of the desktop (read as its user, in its sandbox), so the metric reads a
     snapshot, not a file being saved."""
     src = desktop_path(spec["path"])
-    data = desktop.sandbox.read(src)
+    data = desktop.sandbox.read(src, limit=FILE_LIMIT + 1)
     if data is None:
         return None
+    if len(data) > FILE_LIMIT:
+        raise SetupError(f"{src} is larger than {FILE_LIMIT >> 20} MB")
     dest = Path(tempfile.mkdtemp(dir=out)) / Path(spec.get("dest") or src).name  # one folder each: no clashes
     dest.write_bytes(data)
     return str(dest)
