@@ -14,13 +14,9 @@ import inspect
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
-from computerrl.apis.paths import in_home
+from computerrl.apis.kit import ApiError, in_home  # noqa: F401 (ApiError: re-exported)
 from computerrl.apis.registry import REGISTRY
 from computerrl.data.registry import Registry
-
-
-class ApiError(Exception):
-    """A call the document cannot carry out (bad cell name, no such sheet…); its message is the result."""
 
 
 class AppApi:

@@ -25,6 +25,8 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from computerrl.apis.app_api import ApiError, AppApi, implements
+from computerrl.apis.kit import (cell_of, col_index, col_letter, parse_color,  # noqa: F401 (re-exported)
+                                 parse_range, range_of, sheet_of, used_area)
 from computerrl.apis.registry import Len, Range, register_api
 
 Cell = Annotated[str, Len(1, 200)]
@@ -174,68 +176,9 @@ class CalcTools:
 
 # --- addresses -------------------------------------------------------------------------------
 
-_RANGE = re.compile(
-    r"^(?:(?P<sheet>'(?:[^']|'')+'|[^.!'$:]+?)[.!])?"
-    r"\$?(?P<c1>[A-Za-z]{1,3})\$?(?P<r1>[0-9]{1,7})"
-    r"(?::\$?(?P<c2>[A-Za-z]{1,3})\$?(?P<r2>[0-9]{1,7}))?$"
-)
 _LETTERS = re.compile(r"^[A-Za-z]{1,3}$")
 _NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d{1,3})?\s*", re.I)
 _BAD_SHEET_CHARS = set("[]*?:/\\")
-
-COLORS = {  # names a model is likely to use; LibreOffice's own palette values where it has one
-    "black": 0x000000, "white": 0xFFFFFF, "red": 0xFF0000, "green": 0x00A933, "blue": 0x2A6099,
-    "yellow": 0xFFFF00, "orange": 0xFF8000, "purple": 0x800080, "pink": 0xFFC0CB, "gray": 0x808080,
-    "grey": 0x808080, "cyan": 0x00FFFF, "magenta": 0xFF00FF, "brown": 0x8B4513, "lime": 0x00FF00,
-    "navy": 0x000080, "teal": 0x008080, "gold": 0xFFD700, "silver": 0xC0C0C0, "maroon": 0x800000,
-    "olive": 0x808000, "light gray": 0xDDDDDD, "light grey": 0xDDDDDD, "dark gray": 0x555555,
-    "dark grey": 0x555555, "light blue": 0xADD8E6, "light green": 0x90EE90, "light yellow": 0xFFFFE0,
-    "dark blue": 0x00008B, "dark green": 0x006400, "dark red": 0x8B0000,
-}
-
-
-def col_letter(index: int) -> str:
-    """0-based column index -> letters (0 -> "A", 26 -> "AA")."""
-    s = ""
-    index += 1
-    while index:
-        index, rem = divmod(index - 1, 26)
-        s = chr(65 + rem) + s
-    return s
-
-
-def col_index(letters: str) -> int:
-    """Letters -> 0-based column index ("A" -> 0, "AA" -> 26)."""
-    n = 0
-    for ch in letters.upper():
-        n = n * 26 + ord(ch) - 64
-    return n - 1
-
-
-def parse_range(text: str) -> tuple[str | None, int, int, int, int]:
-    """"Sheet2.B3:A1" -> ("Sheet2", 0, 0, 1, 2): sheet (None = active), start col/row, end col/row, 0-based."""
-    m = _RANGE.match(text.strip())
-    if not m:
-        raise ApiError(f"{text!r} is not a cell or range; write it like \"B2\", \"A1:C5\" or \"Sheet2.A1:C5\"")
-    sheet = m["sheet"]
-    if sheet is not None and sheet.startswith("'"):
-        sheet = sheet[1:-1].replace("''", "'")
-    c1, r1 = col_index(m["c1"]), int(m["r1"]) - 1
-    c2, r2 = (col_index(m["c2"]), int(m["r2"]) - 1) if m["c2"] else (c1, r1)
-    if min(r1, r2) < 0:
-        raise ApiError(f"{text!r}: rows are numbered from 1")
-    return sheet, min(c1, c2), min(r1, r2), max(c1, c2), max(r1, r2)
-
-
-def parse_color(color: str) -> int:
-    s = color.strip().lower()
-    if s in COLORS:
-        return COLORS[s]
-    if re.fullmatch(r"#?[0-9a-f]{6}", s) or re.fullmatch(r"0x[0-9a-f]{6}", s):
-        return int(s[-6:], 16)
-    if re.fullmatch(r"#[0-9a-f]{3}", s):
-        return int("".join(ch * 2 for ch in s[1:]), 16)
-    raise ApiError(f"unknown color {color!r}; use \"#RRGGBB\" or a name like {', '.join(list(COLORS)[:8])}")
 
 
 def _plain(v: Any) -> Any:
@@ -278,35 +221,15 @@ class CalcApi(AppApi):
         return self._controller.getActiveSheet()
 
     def _sheet(self, name: str | None):
-        if name is None:
-            return self._active
-        sheets = self.doc.getSheets()
-        if not sheets.hasByName(name):
-            raise ApiError(f"no sheet named {name!r} (sheets: {', '.join(sheets.getElementNames())})")
-        return sheets.getByName(name)
+        return sheet_of(self.doc, name)
 
     def _range(self, text: str):
-        """The UNO cell range for "A1" / "A1:C5" / "Sheet.A1:C5", bounds-checked."""
-        sheet_name, c1, r1, c2, r2 = parse_range(text)
-        sheet = self._sheet(sheet_name)
-        cols, rows = sheet.getColumns().getCount(), sheet.getRows().getCount()
-        if c2 >= cols or r2 >= rows:
-            raise ApiError(f"{text!r} lies outside the sheet (last cell is {col_letter(cols - 1)}{rows})")
-        return sheet.getCellRangeByPosition(c1, r1, c2, r2)
+        return range_of(self.doc, text)
 
     def _cell(self, text: str):
-        rng = self._range(text)
-        if rng.getRows().getCount() != 1 or rng.getColumns().getCount() != 1:
-            raise ApiError(f"{text!r} is a range; give a single cell like \"B2\"")
-        return rng.getCellByPosition(0, 0)
+        return cell_of(self.doc, text)
 
-    @staticmethod
-    def _used(sheet) -> tuple[int, int]:
-        """(last used row, last used column), 0-based; (0, 0) for an empty sheet."""
-        cursor = sheet.createCursor()
-        cursor.gotoEndOfUsedArea(False)
-        end = cursor.getRangeAddress()
-        return end.EndRow, end.EndColumn
+    _used = staticmethod(used_area)
 
     def _column(self, column_name: str, sheet=None) -> int:
         """A column letter, or (when that letter is outside the used area) a row-1 header."""

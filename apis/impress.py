@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from computerrl.apis.app_api import ApiError, AppApi, implements
-from computerrl.apis.calc import parse_color
+from computerrl.apis.kit import parse_color
 from computerrl.apis.registry import Len, Range, register_api
 
 Slide = Annotated[int, Range(1, None)]  # 1-based slide number

@@ -227,6 +227,21 @@ class ApiFunction:
         return f"{line}  # {self.doc}" if doc else f"{line} ..."
 
 
+def make_function(api: str, name: str, sig: inspect.Signature, doc: str) -> ApiFunction:
+    """An API function from its signature (annotations resolved) and docstring, its checkers built."""
+    lines = doc.strip().splitlines()
+    if not lines:
+        raise TypeError(f"{api}.{name} needs a one-line docstring")
+    checkers = {}
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"{api}.{name}: *args/**kwargs are not supported")
+        checkers[p.name] = make_checker(p.annotation)
+        if p.default is not p.empty:  # a default that fails its own check is a typo
+            checkers[p.name](p.default, p.name)
+    return ApiFunction(api, name, sig, lines[0], checkers)
+
+
 class ApiRegistry:
     """API classes by name; `register` is a class decorator."""
 
@@ -245,19 +260,13 @@ class ApiRegistry:
                 parameters=[p.replace(annotation=hints.get(p.name, p.empty)) for p in sig.parameters.values()],
                 return_annotation=hints.get("return", sig.empty),
             )
-            doc = (inspect.getdoc(fn) or "").strip().splitlines()
-            if not doc:
-                raise TypeError(f"{cls.__name__}.{name} needs a one-line docstring")
-            checkers = {}
-            for p in sig.parameters.values():
-                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                    raise TypeError(f"{cls.__name__}.{name}: *args/**kwargs are not supported")
-                checkers[p.name] = make_checker(p.annotation)
-                if p.default is not p.empty:  # a default that fails its own check is a typo
-                    checkers[p.name](p.default, p.name)
-            functions[name] = ApiFunction(cls.__name__, name, sig, doc[0], checkers)
+            functions[name] = make_function(cls.__name__, name, sig, inspect.getdoc(fn) or "")
         self.apis[cls.__name__] = functions
         return cls
+
+    def add(self, function: ApiFunction) -> None:
+        """One more function of an existing API class (a generated API: see apis/generated.py)."""
+        self.functions(function.api)[function.name] = function
 
     def functions(self, api: str) -> dict[str, ApiFunction]:
         """The functions of one API class by name; KeyError (listing the known classes) if unknown."""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from computerrl.apis.app_api import ApiError, AppApi, implements
-from computerrl.apis.calc import parse_color
+from computerrl.apis.kit import parse_color
 from computerrl.apis.registry import Len, Range, register_api
 
 Pattern = Annotated[str, Len(1, 1000)]

@@ -12,6 +12,7 @@ says what died when something did. Its limits (`Limits`) bound what one desktop 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -23,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from computerrl.apis import generated
 from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
 from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
 from computerrl.envs.cgroup import Cgroup
@@ -41,6 +43,7 @@ BUS_TIMEOUT_S = 10.0  # for a D-Bus daemon to listen
 HEALTH_TIMEOUT_S = 5.0  # a session that does not answer the watchdog's poll this fast is stuck
 SERVICES = ("dbus", "a11y-bus", "openbox")
 BUSES = ("bus", "at-spi-bus")  # their sockets, in RUN
+GENERATED_CALL_S = 20.0  # a generated API call that takes longer is killed (the step then fails)
 TERMINAL_LOG_LIMIT = 16 << 20  # bytes of a terminal's log read for the vm_terminal_output getter
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
@@ -369,6 +372,13 @@ class Desktop:
 
     def run_api(self, api: str, name: str, args: dict) -> str:
         """Carry out an application API call on the focused document; its result sentence."""
+        if (api, name) in generated.LOADED:
+            gen = generated.LOADED[(api, name)]
+            answer = self.run_generated(generated.worker_request(gen.app, gen.code, mode="call", function=name,
+                                                                 args=args), GENERATED_CALL_S)
+            if not answer["ok"]:
+                raise ApiError(answer["error"])
+            return answer["result"]
         impl = IMPLEMENTATIONS.get(api)
         if impl is None:
             raise ApiError(f"{api} is not available on this desktop")
@@ -381,6 +391,23 @@ class Desktop:
             return "Done" if result is None else str(result)
 
         return self.office.on_main_thread(call)
+
+    def run_generated(self, request: dict, timeout_s: float) -> dict:
+        """Run model-written API code (`apis/worker.py`) in the desktop's session, with the agent's
+        rights only, against this desktop's office; the worker's answer. A call that outlives
+        `timeout_s` raises TimeoutError (the worker killed; the office may be wedged: reset it)."""
+        self.office.desktop  # the office up, its pipe named
+        try:
+            done = self.sandbox.run(generated.worker_argv(), env=self.env,
+                                    input=json.dumps({**request, "pipe": self.office.pipe_name}), timeout_s=timeout_s)
+        except SandboxError as e:
+            if "did not finish" in str(e):
+                raise TimeoutError(f"the generated code did not finish within {timeout_s:.0f} s") from None
+            raise
+        answer = generated.worker_reply(done.stdout)
+        if answer is None:
+            return {"ok": False, "error": f"the worker died (exit {done.returncode}): {done.stderr[-800:].strip()}"}
+        return answer
 
     def _a11y_tree(self, pid: int, app: str) -> str:
         # Calc's own word on where its content ends spares reading ~1,000 empty cells per step.

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from computerrl.apis.paths import desktop_path
+from computerrl.apis.kit import desktop_path
 from computerrl.envs.tasks.registry import SETUP_STEPS
 
 if TYPE_CHECKING:
