@@ -147,26 +147,33 @@ def read_module(path: Path) -> list[GeneratedApi]:
 LOADED: dict[tuple[str, str], GeneratedApi] = {}  # (API class, name) -> its code
 
 
-def load(folder: Path | str) -> list[GeneratedApi]:
-    """Register the accepted APIs of a `build-apis` folder beside the built-in ones (prompt, parser and
-    env server then know them). A name a built-in API already has is an error."""
+def read_modules(folder: Path | str) -> list[tuple[GeneratedApi, ApiFunction]]:
+    """The accepted APIs of a `build-apis` folder with their registry entries; ValueError naming the file
+    and the function for anything wrong (a name a built-in API has, a type that is not literal…)."""
     folder = Path(folder)
     modules = sorted(folder.glob("*_apis.py"))
     if not modules:
-        raise FileNotFoundError(f"{folder} holds no <app>_apis.py module (write one with `computerrl build-apis`)")
-    loaded = []
+        raise ValueError(f"{folder} holds no <app>_apis.py module (write one with `computerrl build-apis`)")
+    out = []
     for path in modules:
         for api in read_module(path):
-            known = REGISTRY.functions(api.api)
-            if api.name in known and (api.api, api.name) not in LOADED:
+            if api.name in REGISTRY.functions(api.api) and (api.api, api.name) not in LOADED:
                 raise ValueError(f"{path}: {api.name} is already a built-in {api.api} function")
             try:
-                REGISTRY.add(api.function())
+                out.append((api, api.function()))
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{path}: {api.name}: {e}") from None
-            LOADED[(api.api, api.name)] = api
-            loaded.append(api)
-    return loaded
+    return out
+
+
+def load(folder: Path | str) -> list[GeneratedApi]:
+    """Register the accepted APIs of a `build-apis` folder beside the built-in ones: the prompt shows
+    them, the parser accepts them, an env server runs them in its desktops' sandboxes."""
+    loaded = read_modules(folder)
+    for api, function in loaded:
+        REGISTRY.add(function)
+        LOADED[(api.api, api.name)] = api
+    return [api for api, _ in loaded]
 
 
 # --- running one inside a desktop ---------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from computerrl.cli.options import EnvsDir, Model, OutDir, Seed, Tasks
+from computerrl.cli.options import Apis, EnvsDir, Model, OutDir, Seed, Tasks
 
 HELP = ("Success rate per domain (and in- vs out-of-distribution) on held-out tasks, with 95% intervals, pass@k, "
         "steps, invalid actions and entropies: a table, summary.json, per-task results, step rows and plots.")
@@ -32,6 +32,7 @@ def command(
     device: Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")] = "cpu",
     llm_url: Annotated[str, typer.Option(help="For --engine openai: the server's base URL (comma-separate several "
                                          "to spread requests), e.g. http://127.0.0.1:8000/v1.")] = "",
+    apis: Apis = None,
     overwrite: Annotated[bool, typer.Option(help="Evaluate again even if --out holds a finished evaluation.")] = False,
 ):
     options = dict(locals())

@@ -16,6 +16,9 @@ Tasks = Annotated[Path, typer.Option(help="Task dataset written by `tasks build`
                                         "folder of OSWorld-format JSON task files.")]
 Model = Annotated[str, typer.Option(help="Policy checkpoint: a local transformers folder, a LoRA adapter folder, or "
                                          "'embedded' (SmolLM2-135M-Instruct, shipped with the package).")]
+Apis = Annotated[Path | None, typer.Option(help="A `build-apis` output folder: its accepted APIs join the built-in "
+                                               "ones in the prompt and the parser (start the envs with the same "
+                                               "--apis).")]
 
 # --- training stages (grpo, sft): TrainConfig's fields ---------------------------------------
 Lr = Annotated[float, typer.Option(help="AdamW learning rate (constant after --warmup).")]

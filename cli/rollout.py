@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from computerrl.cli.options import EnvsDir, Model, OutDir, Seed, Tasks
+from computerrl.cli.options import Apis, EnvsDir, Model, OutDir, Seed, Tasks
 
 HELP = ("The policy plays every task G times (--samples) on the desktops of a spawn-envs run and writes the step "
         "dataset GRPO trains on (one row per step, with rewards). Interrupted, rerun the same command to resume.")
@@ -33,6 +33,7 @@ def command(
     device: Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")] = "cpu",
     llm_url: Annotated[str, typer.Option(help="For --engine openai: the server's base URL (comma-separate several "
                                          "to spread requests), e.g. http://127.0.0.1:8000/v1.")] = "",
+    apis: Apis = None,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished output instead of stopping.")] = False,
 ):
     options = dict(locals())

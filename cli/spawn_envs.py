@@ -34,6 +34,8 @@ def command(
     network: Annotated[bool, typer.Option(help="Desktops get outbound network, each in a namespace of its own "
                                                "without the host's loopback (default: none; a task with "
                                                "\"network\": true still gets it).")] = False,
+    apis: Annotated[Path | None, typer.Option(help="A `build-apis` output folder: its accepted APIs join the "
+                                                   "built-in ones on every desktop, run inside its sandbox.")] = None,
     home_mb: Annotated[int, typer.Option(help="Size of each desktop's /home/user, MiB (in RAM).")] = Limits.home_mb,
     tmp_mb: Annotated[int, typer.Option(help="Size of each desktop's /tmp, MiB (in RAM).")] = Limits.tmp_mb,
     shm_mb: Annotated[int, typer.Option(help="Size of each desktop's /dev/shm, MiB (in RAM).")] = Limits.shm_mb,

@@ -70,6 +70,12 @@ class EnvClient:
         """A fresh desktop in place of `desktop` (its episode is lost); its health once rebuilt."""
         return self._call("Rebuild", env_pb2.RebuildRequest(desktop=desktop, why=why), timeout_s)
 
+    def test_api(self, app: str, code: str, tests: str, desktop: int = 0, timeout_s: float = 60.0) -> tuple[dict, bool]:
+        """Run a generated API's tests on a desktop (`build-apis`): (the worker's answer, whether it hung)."""
+        reply = self._call("TestApi", env_pb2.TestApiRequest(desktop=desktop, app=app, code=code, tests=tests,
+                                                             timeout_s=timeout_s), timeout_s + 60)
+        return json.loads(reply.answer_json), reply.hung
+
     def shutdown(self) -> None:
         """Ask the server to stop its desktops and exit."""
         self._call("Close", env_pb2.CloseRequest(), 10.0)

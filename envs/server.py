@@ -36,10 +36,12 @@ from pathlib import Path
 
 import grpc
 
+from computerrl.apis import generated
 from computerrl.apis.app_api import ApiError
 from computerrl.apis.parser import InvalidAction, parse_action
 from computerrl.envs.actions import ActionError, GuiActions
 from computerrl.envs.desktop import Desktop, Observation, app_of
+from computerrl.envs.office import FACTORIES
 from computerrl.envs.sandbox import Limits
 from computerrl.envs.proto import env_pb2, env_pb2_grpc
 from computerrl.envs.tasks import metrics as _metrics  # noqa: F401 - registers the metrics
@@ -53,6 +55,7 @@ TOKEN_ENV = "COMPUTERRL_ENV_TOKEN"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a 4K PNG screenshot plus a full tree fits many times over
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 RETRY_S = 10.0  # pause after a desktop failed to start, before the next try
+TEST_API_S = 60.0  # default time for a generated API's tests, all together
 
 
 class Slot:
@@ -347,6 +350,29 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             return env_pb2.DesktopHealth(desktop=slot.index, healthy=not problem, problem=problem,
                                          episodes=slot.episodes, replacements=slot.replacements)
 
+    def TestApi(self, request, context):
+        slot = self._slot(request.desktop, context)
+        with slot.lock:
+            self._ready(slot, context)
+            slot.episode = slot.last_episode = 0  # a test is no episode: whatever ran here is over
+            slot.task = None
+            if request.app not in FACTORIES:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no app {request.app!r} ({', '.join(FACTORIES)})")
+            hung = False
+            try:
+                slot.desktop.reset()
+                answer = slot.desktop.run_generated(
+                    generated.worker_request(request.app, request.code, mode="test", tests=request.tests),
+                    request.timeout_s or TEST_API_S)
+            except TimeoutError as e:
+                hung, answer = True, {"ok": False, "error": str(e)}
+            except Exception as e:  # noqa: BLE001 - the desktop broke under the code: rebuilt, the build goes on
+                answer = {"ok": False, "error": f"the desktop broke: {type(e).__name__}: {e}"}
+                slot.replace(f"generated code broke it: {e}")
+            if hung or answer.get("error", "").startswith("the worker died"):
+                self._clean(slot)  # a wedged or half-used office: restarted now, not under the next test
+            return env_pb2.TestApiResult(answer_json=json.dumps(answer), hung=hung)
+
     def Close(self, request, context):
         if self.on_close is not None:
             threading.Thread(target=self.on_close, daemon=True).start()
@@ -466,10 +492,14 @@ def main(argv: list[str] | None = None) -> None:
                    help="processes and threads each desktop's user may have")
     p.add_argument("--memory-mb", type=int, default=defaults.memory_mb,
                    help="memory cap of each desktop, its RAM folders included (a cgroup: needs root; 0 = none)")
+    p.add_argument("--apis", type=Path, action="append", default=[],
+                   help="a `build-apis` folder: its APIs join the built-in ones (run inside each sandbox)")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started this server exits (backends pass it)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for folder in args.apis:
+        log.info("generated APIs from %s: %s", folder, ", ".join(a.name for a in generated.load(folder)))
     server = EnvServer(host=args.host, port=args.port, desktops=args.desktops, workdir=args.workdir,
                        token=os.environ.get(TOKEN_ENV, ""), settle_s=args.settle_s,
                        exit_with_parent=args.exit_with_parent, width=args.width, height=args.height,

@@ -49,10 +49,16 @@ class EvalConfig:
     screenshots: bool = True  # keep each step's screenshot (for `computerrl view`)
     device: str = "cpu"  # torch device of the transformers engine
     llm_url: str = ""  # the openai engine's server(s), comma-separated base URLs (http://127.0.0.1:8000/v1)
+    apis: Path | None = None  # a `build-apis` folder: its APIs join the prompt and the parser (the envs need it too)
     overwrite: bool = False  # evaluate again even if OUT holds a finished evaluation
 
     def __post_init__(self):
         self.tasks, self.envs, self.out = Path(self.tasks), Path(self.envs), Path(self.out)
+        if self.apis is not None:
+            from computerrl.apis.generated import load
+
+            self.apis = Path(self.apis).resolve()
+            load(self.apis)
         if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1:
             raise ValueError("--samples, --max-steps and --max-batch must be at least 1")
         if self.engine == "openai" and not self.llm_url:

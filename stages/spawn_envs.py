@@ -56,6 +56,7 @@ class SpawnEnvsConfig:
     publish_ip: str = "127.0.0.1"  # interface docker publishes server ports on; 0.0.0.0 for remote engines
     cache: Path | None = None  # task file cache (index.json: URL -> file) every server's tasks copy files from
     network: bool = False  # desktops get outbound network, each in its own namespace (default: none, unless a task asks)
+    apis: Path | None = None  # a `build-apis` folder: its APIs join the built-in ones, run inside each sandbox
     home_mb: int = Limits.home_mb  # each desktop's /home/user, MiB (in RAM)
     tmp_mb: int = Limits.tmp_mb  # each desktop's /tmp, MiB (in RAM)
     shm_mb: int = Limits.shm_mb  # each desktop's /dev/shm, MiB (in RAM)
@@ -71,6 +72,13 @@ class SpawnEnvsConfig:
             if not (self.cache / "index.json").is_file():
                 raise ValueError(f"--cache {self.cache}: no index.json there (it maps each URL to a file of the "
                                  "folder; `computerrl tasks build` writes one)")
+        if self.apis is not None:
+            from computerrl.apis.generated import read_modules
+
+            self.apis = Path(self.apis).resolve()
+            read_modules(self.apis)  # says what is wrong with the folder, before any server starts
+            if self.backend != "local":
+                raise ValueError("--apis works with the local backend only, for now")
         if self.count < 1 or self.desktops_per_env < 1:
             raise ValueError("--count and --desktops-per-env must be at least 1")
         if self.detach and self.stop:
@@ -91,7 +99,8 @@ def _backend(cfg: SpawnEnvsConfig):
     limits = ("--home-mb", str(cfg.home_mb), "--tmp-mb", str(cfg.tmp_mb), "--shm-mb", str(cfg.shm_mb),
               "--max-processes", str(cfg.max_processes), "--memory-mb", str(cfg.memory_mb))
     if cfg.backend == "local":
-        args = [*(["--cache", str(cfg.cache)] if cfg.cache else []), *(["--network"] if cfg.network else []), *limits]
+        args = [*(["--cache", str(cfg.cache)] if cfg.cache else []), *(["--network"] if cfg.network else []),
+                *(["--apis", str(cfg.apis)] if cfg.apis else []), *limits]
         options = {"workdir": cfg.out / "state", "server_args": tuple(args)}
     elif cfg.backend == "docker":
         hosts = [h.strip() for h in cfg.docker_hosts.split(",") if h.strip()]

@@ -59,6 +59,11 @@ class EnvServiceStub:
                 request_serializer=env__pb2.RebuildRequest.SerializeToString,
                 response_deserializer=env__pb2.DesktopHealth.FromString,
                 _registered_method=True)
+        self.TestApi = channel.unary_unary(
+                '/computerrl.env.EnvService/TestApi',
+                request_serializer=env__pb2.TestApiRequest.SerializeToString,
+                response_deserializer=env__pb2.TestApiResult.FromString,
+                _registered_method=True)
         self.Close = channel.unary_unary(
                 '/computerrl.env.EnvService/Close',
                 request_serializer=env__pb2.CloseRequest.SerializeToString,
@@ -104,6 +109,14 @@ class EnvServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TestApi(self, request, context):
+        """Run a generated API's tests in the desktop's sandbox, on new documents (`build-apis`); never during
+        an episode. A clean Reset comes before, and after code that hung or killed its worker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Close(self, request, context):
         """Stop every desktop and the server.
         """
@@ -138,6 +151,11 @@ def add_EnvServiceServicer_to_server(servicer, server):
                     servicer.Rebuild,
                     request_deserializer=env__pb2.RebuildRequest.FromString,
                     response_serializer=env__pb2.DesktopHealth.SerializeToString,
+            ),
+            'TestApi': grpc.unary_unary_rpc_method_handler(
+                    servicer.TestApi,
+                    request_deserializer=env__pb2.TestApiRequest.FromString,
+                    response_serializer=env__pb2.TestApiResult.SerializeToString,
             ),
             'Close': grpc.unary_unary_rpc_method_handler(
                     servicer.Close,
@@ -280,6 +298,33 @@ class EnvService:
             '/computerrl.env.EnvService/Rebuild',
             env__pb2.RebuildRequest.SerializeToString,
             env__pb2.DesktopHealth.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TestApi(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/computerrl.env.EnvService/TestApi',
+            env__pb2.TestApiRequest.SerializeToString,
+            env__pb2.TestApiResult.FromString,
             options,
             channel_credentials,
             insecure,
