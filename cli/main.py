@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from computerrl.cli import eval as eval_cli
-from computerrl.cli import entropulse, filter_success, grpo, rollout, sft, spawn_envs, tasks, view
+from computerrl.cli import build_apis, entropulse, filter_success, grpo, rollout, sft, spawn_envs, tasks, view
 
 app = typer.Typer(
     name="computerrl",
@@ -23,6 +23,7 @@ def main() -> None:
     """Keeps `computerrl` a group of subcommands (Typer collapses a lone command into the top level)."""
 
 
+app.command("build-apis", help=build_apis.HELP)(build_apis.command)
 app.command("spawn-envs", help=spawn_envs.HELP)(spawn_envs.command)
 app.command("rollout", help=rollout.HELP)(rollout.command)
 app.command("grpo", help=grpo.HELP)(grpo.command)

@@ -38,6 +38,23 @@ TASK_FEATURES = datasets.Features({
 })
 TASK_COLUMNS = list(TASK_FEATURES)
 
+# --- API dataset (`build-apis` output: every API proposed, accepted or not) ------------------------
+API_FEATURES = datasets.Features({
+    "app": datasets.Value("string"),  # calc, writer, impress
+    "name": datasets.Value("string"),
+    "signature": datasets.Value("string"),  # "def name(a: str) -> None" ("" for a spec that could not be read)
+    "doc": datasets.Value("string"),  # its one-line doc
+    "code": datasets.Value("string"),  # the function, as the model last wrote it
+    "tests": datasets.Value("string"),  # its test_ functions
+    "verdict": datasets.Value("string"),  # accepted, rejected
+    "reason": datasets.Value("string"),  # accepted, or why not: failed, hung, crashed, refused, no_assertion, no_code,
+                                         # clash, duplicate, bad_spec
+    "rounds": datasets.Value("int32"),  # implementation attempts (0: dropped at the analysis)
+    "error": datasets.Value("string"),  # the last attempt's error ("" when accepted)
+    "source_tasks": datasets.Sequence(datasets.Value("string")),  # the example tasks that asked for it
+    "seconds": datasets.Value("float32"),  # wall time to build it (model and desktop)
+})
+
 # --- step dataset (rollout output, grpo input; `tasks build` writes expert replays with it) ----
 MESSAGE = {"role": datasets.Value("string"), "content": datasets.Value("string")}
 STEP_FEATURES = datasets.Features({

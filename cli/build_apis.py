@@ -1,0 +1,55 @@
+"""`computerrl build-apis`: options → `BuildApisConfig` → `stages.build_apis.run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from computerrl.cli.options import EnvsDir, Model, OutDir, Seed, Tasks
+
+HELP = ("A model reads example tasks of an app and the app's API, proposes the functions that are missing, writes "
+        "them and their tests; each runs in a live desktop's sandbox, failures go back to the model (--rounds), and "
+        "only what passes joins the action space: load OUT with `--apis OUT` on spawn-envs, rollout and eval. "
+        "Every exchange is kept in OUT/transcript.jsonl; --replay reruns a build from one with no model. "
+        "Interrupted, rerun the same command to resume.")
+
+
+def command(
+    app: Annotated[str, typer.Option(help="The app whose API grows: calc, writer or impress.")] = "calc",
+    tasks: Tasks = Path("runs/tasks/train"),
+    envs: EnvsDir = Path("runs/envs"),
+    out: OutDir = Path("runs/apis-calc"),
+    model: Model = "embedded",
+    engine: Annotated[str, typer.Option(help="Generation engine: transformers (a local --model), vllm (GPU), "
+                                        "openai (any OpenAI-compatible server: --llm-url).")] = "transformers",
+    llm_url: Annotated[str, typer.Option(help="For --engine openai: the server's base URL, e.g. "
+                                         "http://127.0.0.1:8000/v1 (chat completions only; key from $OPENAI_API_KEY).")
+                       ] = "",
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy).")] = 0.0,
+    max_new_tokens: Annotated[int, typer.Option(help="Answer length cap, in tokens.")] = 768,
+    rounds: Annotated[int, typer.Option(help="Attempts per API: the first, then corrections with the error.")] = 3,
+    sample_tasks: Annotated[int, typer.Option(help="Example tasks the requirement analysis reads.")] = 12,
+    max_apis: Annotated[int, typer.Option(help="New functions asked for.")] = 10,
+    timeout_s: Annotated[float, typer.Option(help="Seconds one API's tests may take together before it is "
+                                             "rejected as hung (its desktop is then reset).")] = 60.0,
+    replay: Annotated[Path | None, typer.Option(help="Answer from this transcript (a build's transcript.jsonl) "
+                                                "instead of a model: reruns that build exactly.")] = None,
+    seed: Seed = 0,
+    device: Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")] = "cpu",
+    overwrite: Annotated[bool, typer.Option(help="Build again even if --out holds a finished build.")] = False,
+):
+    options = dict(locals())
+    from computerrl.stages.build_apis import BuildApisConfig, ReplayError, run
+
+    try:
+        cfg = BuildApisConfig(**options)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    try:
+        summary = run(cfg)
+    except ReplayError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(0 if summary["proposed"] else 1)

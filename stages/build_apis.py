@@ -1,0 +1,366 @@
+"""`build-apis`: application APIs written by a model and proven in a live desktop.
+
+1. Requirement analysis: the model reads a sample of the app's tasks (with their reference solutions)
+   and the app's API as the prompt shows it, and proposes missing functions as specs; a spec that
+   clashes with or duplicates an existing function is dropped with the reason.
+2. Implementation and 3. tests: for each spec the model writes the function (UNO, with the helpers of
+   `apis/kit.py`) and tests that set a document up, call it and assert on the document.
+4. Self-correction: a failing API goes back to the model with the error, at most `rounds` times.
+
+Model-written code never runs here: `apis/guard.py` checks it, and the env servers of `envs` run
+its tests inside a desktop's sandbox (`TestApi`, `apis/worker.py`). Every exchange with the model
+is appended to OUT/transcript.jsonl; `replay` answers from such a file instead of a model.
+
+Writes OUT/dataset (every API proposed: verdict, reason, rounds, error, source tasks, seconds),
+OUT/<app>_apis.py (the accepted ones, for `--apis OUT`) and OUT/summary.json. Killed, the same
+command resumes from OUT/.journal.jsonl (finished APIs are not built again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from computerrl.apis import builder
+from computerrl.apis.builder import Spec
+
+REASONS = ("accepted", "failed", "hung", "crashed", "refused", "no_assertion", "no_code", "clash", "duplicate",
+           "bad_spec")
+
+
+@dataclasses.dataclass
+class BuildApisConfig:
+    app: str = "calc"  # calc, writer or impress
+    tasks: Path = Path("runs/tasks/train")  # task dataset (`tasks build`) or folder of OSWorld JSON files
+    envs: Path = Path("runs/envs")  # spawn-envs run folder whose desktops run the tests
+    out: Path = Path("runs/apis-calc")
+    model: str = "embedded"  # checkpoint for the transformers engine, or what the openai server serves
+    engine: str = "transformers"  # transformers, vllm, openai
+    llm_url: str = ""  # the openai engine's server (chat completions only)
+    temperature: float = 0.0  # 0 = greedy
+    max_new_tokens: int = 768  # per answer
+    rounds: int = 3  # implementation attempts per API (the first and the corrections)
+    sample_tasks: int = 12  # example tasks the analysis reads
+    max_apis: int = 10  # specs asked for
+    timeout_s: float = 60.0  # for one API's tests, all together
+    replay: Path | None = None  # answer from this transcript instead of a model
+    seed: int = 0
+    device: str = "cpu"  # torch device of the transformers engine
+    overwrite: bool = False  # build again even if OUT holds a finished build
+
+    def __post_init__(self):
+        from computerrl.apis.generated import APPS, api_class
+
+        self.tasks, self.envs, self.out = Path(self.tasks), Path(self.envs), Path(self.out)
+        if self.app not in APPS:
+            raise ValueError(f"--app must be one of {', '.join(APPS)}")
+        api_class(self.app)
+        if self.rounds < 1 or self.sample_tasks < 1 or self.max_apis < 1:
+            raise ValueError("--rounds, --sample-tasks and --max-apis must be at least 1")
+        if self.replay is not None:
+            self.replay = Path(self.replay).resolve()
+            if not self.replay.is_file():
+                raise ValueError(f"--replay {self.replay}: no such transcript")
+            if self.replay == (self.out / "transcript.jsonl").resolve():
+                raise ValueError("--replay reads the transcript of --out itself, which the build appends to: "
+                                 "give another --out")
+        if self.replay is None and self.engine == "openai" and not self.llm_url:
+            raise ValueError("--engine openai needs --llm-url (an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
+
+
+class Llm:
+    """The model, or a transcript standing in for it. Every exchange is keyed (step, api, round) and
+    appended to the transcript; a replayed exchange whose recorded prompt differs is an error (the
+    build is not the one recorded). A transcript line without a prompt answers any prompt."""
+
+    def __init__(self, cfg: BuildApisConfig, transcript: Path):
+        self.transcript, self.lock = transcript, threading.Lock()
+        self.engine, self.recorded = None, {}
+        self.settings = {"engine": cfg.engine, "model": cfg.model, "temperature": cfg.temperature,
+                         "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed}
+        if cfg.replay is not None:
+            self.settings = {"replay": str(cfg.replay)}
+            for n, line in enumerate(Path(cfg.replay).read_text().splitlines(), 1):
+                if line.strip():
+                    try:
+                        row = json.loads(line)
+                        self.recorded[_key(row)] = row
+                    except (ValueError, KeyError) as e:
+                        raise ValueError(f"{cfg.replay} line {n}: not a transcript line ({e})") from None
+        else:
+            from computerrl.policy.checkpoint import resolve
+            from computerrl.policy.engines import Sampling, make_engine
+
+            options = {"transformers": {"device": cfg.device}, "openai": {"llm_url": cfg.llm_url, "api_key": os.environ.get(
+                "OPENAI_API_KEY", "")}}.get(cfg.engine, {})
+            self.engine = make_engine(cfg.engine, resolve(cfg.model), Sampling(cfg.temperature, cfg.max_new_tokens),
+                                      **options)
+            self.settings["model"] = getattr(self.engine, "model", None) or cfg.model
+        self.seed = cfg.seed
+
+    def ask(self, step: str, api: str, round_: int, messages: list[dict]) -> str:
+        key = (step, api, round_)
+        with self.lock:  # one exchange at a time: one engine
+            if self.engine is None:
+                row = self.recorded.get(key)
+                if row is None:
+                    raise ReplayError(f"the transcript has no answer for {step} of {api or 'the app'}, round {round_}")
+                if row.get("prompt") is not None and row["prompt"] != messages:
+                    raise ReplayError(f"the transcript's prompt for {step} of {api or 'the app'}, round {round_} "
+                                      "differs from this build's: it records another build")
+                answer = row["answer"]
+            else:
+                answer = self.engine.generate([messages], seed=self.seed)[0].text
+            record = {"step": step, "api": api, "round": round_, "prompt": messages, "answer": answer, **self.settings}
+            with open(self.transcript, "a") as f:
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            return answer
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+
+
+class ReplayError(RuntimeError):
+    """The transcript cannot answer this build."""
+
+
+def _key(row: dict) -> tuple[str, str, int]:
+    return row["step"], row.get("api", ""), int(row.get("round", 0))
+
+
+# --- one API ---------------------------------------------------------------------------------------
+
+def build_one(spec: Spec, cfg: BuildApisConfig, llm: Llm, test_on) -> dict:
+    """Implement, test and correct one spec; its dataset row. `test_on(code, tests)` runs the tests in a
+    desktop: (worker answer, hung)."""
+    from computerrl.apis.generated import api_class
+    from computerrl.apis.guard import refusals
+
+    api, started = api_class(cfg.app), time.monotonic()
+    prompt = builder.implement_prompt(cfg.app, api, spec)
+    code = tests = answer = ""
+    reason, error = "no_code", ""
+    rounds = 0
+    for rounds in range(1, cfg.rounds + 1):
+        if rounds > 1:
+            prompt = builder.fix_prompt(prompt, answer, error)
+        answer = llm.ask("implement", spec.name, rounds, prompt)
+        try:
+            code, new_tests = builder.split_code(builder.code_blocks(answer), spec.name)
+        except ValueError as e:
+            reason, error = "no_code", str(e)
+            continue
+        if rounds == 1:
+            tests = builder.tests_of(llm.ask("tests", spec.name, 1, builder.tests_prompt(cfg.app, spec)))
+        if new_tests:
+            tests = new_tests
+        reason, error = _verdict(spec, code, tests, test_on, refusals)
+        if reason == "accepted":
+            break
+    return {"app": cfg.app, "name": spec.name, "signature": spec.signature, "doc": spec.doc, "code": code,
+            "tests": tests, "verdict": "accepted" if reason == "accepted" else "rejected", "reason": reason,
+            "rounds": rounds, "error": error, "source_tasks": spec.tasks,
+            "seconds": round(time.monotonic() - started, 2)}
+
+
+def _verdict(spec: Spec, code: str, tests: str, test_on, refusals) -> tuple[str, str]:
+    """(reason, error) of one attempt: "accepted", or why not."""
+    problem = builder.signature_problem(code, spec)
+    if problem:
+        return "no_code", problem
+    why = refusals(code) + refusals(tests)
+    if why:
+        return "refused", "refused: " + "; ".join(why[:5])
+    counted = builder.asserting_tests(tests, spec.name)
+    if not counted:
+        return "no_assertion", (f"no test calls {spec.name} and then asserts on the document (read back through "
+                                "doc, cell, cell_range, sheet or used_area)")
+    answer, hung = test_on(code, tests)
+    if hung:
+        return "hung", answer.get("error", "it did not finish in time")
+    if not answer.get("ok"):
+        return "crashed", answer.get("error", "")
+    results = [t for t in answer["tests"] if t["name"] in counted]
+    failed = [f"{t['name']}: {t['error']}" for t in results if not t["passed"]]
+    if failed or not results:
+        return "failed", "\n".join(failed) or "no test ran"
+    return "accepted", ""
+
+
+# --- the stage ---------------------------------------------------------------------------------------
+
+def run(cfg: BuildApisConfig, console=None) -> dict:
+    from rich.console import Console
+
+    console = console or Console(soft_wrap=True)
+    summary_path = cfg.out / "summary.json"
+    journal = cfg.out / ".journal.jsonl"
+    if summary_path.exists() and not journal.exists() and not cfg.overwrite:
+        console.print(f"{cfg.out} holds a finished build (--overwrite builds again)")
+        summary = json.loads(summary_path.read_text())
+        console.print(table(summary))
+        return summary
+    if cfg.overwrite and summary_path.exists():
+        for leftover in (summary_path, journal, cfg.out / "transcript.jsonl"):
+            leftover.unlink(missing_ok=True)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    done = _read_journal(journal)
+    llm = Llm(cfg, cfg.out / "transcript.jsonl")
+    try:
+        if "analysis" not in done:
+            done["analysis"] = _analyse(cfg, llm)
+            _append(journal, {"analysis": done["analysis"]})
+        specs = [Spec(**s) for s in done["analysis"]["specs"]]
+        todo = [s for s in specs if s.name not in done["apis"]]
+        if len(todo) < len(specs):
+            console.print(f"resuming: {len(specs) - len(todo)} of {len(specs)} APIs already built")
+        if todo:
+            _build_all(cfg, llm, todo, journal, done["apis"], console)
+    finally:
+        llm.close()
+    return _finish(cfg, specs, done, console)
+
+
+def _analyse(cfg: BuildApisConfig, llm: Llm) -> dict:
+    from computerrl.apis.generated import api_class
+
+    api = api_class(cfg.app)
+    tasks = _sample_tasks(cfg)
+    answer = llm.ask("analyse", "", 1, builder.analysis_prompt(cfg.app, api, tasks, cfg.max_apis))
+    specs, dropped = builder.parse_specs(answer, api)
+    return {"specs": [dataclasses.asdict(s) for s in specs[:cfg.max_apis]],
+            "dropped": [{"name": n, "reason": r, "why": w} for n, r, w in dropped], "tasks": [t["task_id"] for t in tasks]}
+
+
+def _sample_tasks(cfg: BuildApisConfig) -> list[dict]:
+    """The app's tasks (domain = app, or the app among their related apps), their solutions when the
+    dataset has them, spread evenly over the set."""
+    from computerrl.envs.tasks.task_set import load_task_set
+
+    solutions = {}
+    if (cfg.tasks / "dataset_info.json").exists():
+        from computerrl.data.datasets_io import load
+
+        ds = load(cfg.tasks)
+        if "solution" in ds.column_names:
+            solutions = dict(zip(ds["task_id"], ds["solution"]))
+    items = [i for i in load_task_set(cfg.tasks) if i.domain == cfg.app or cfg.app in i.task.get("related_apps", [])]
+    if not items:
+        raise ValueError(f"no {cfg.app} task under {cfg.tasks}")
+    stride = max(1, len(items) // cfg.sample_tasks)
+    return [{"task_id": i.task_id, "instruction": i.task.get("instruction", ""), "solution": solutions.get(i.task_id, [])}
+            for i in items[::stride][:cfg.sample_tasks]]
+
+
+def _build_all(cfg: BuildApisConfig, llm: Llm, todo: list[Spec], journal: Path, built: dict, console) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from computerrl.envs.pool import EnvPool
+
+    pool = EnvPool.from_manifest(cfg.envs, call_timeout_s=cfg.timeout_s + 60)
+    lock = threading.Lock()
+
+    def test_on(code: str, tests: str) -> tuple[dict, bool]:
+        with pool.lease() as env:
+            return env.client.test_api(cfg.app, code, tests, desktop=env.desktop, timeout_s=cfg.timeout_s)
+
+    def one(spec: Spec) -> None:
+        row = build_one(spec, cfg, llm, test_on)
+        with lock:
+            _append(journal, {"api": row})
+            built[spec.name] = row
+            mark = "[green]accepted[/]" if row["verdict"] == "accepted" else f"[red]{row['reason']}[/]"
+            progress.console.print(f"{spec.name}: {mark} after {row['rounds']} round(s), {row['seconds']:.1f} s"
+                                   + (f" — {row['error'][:160]}" if row["error"] else ""), highlight=False)
+            progress.advance(bar)
+
+    try:
+        with Progress(TextColumn("[bold]APIs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            bar = progress.add_task("apis", total=len(todo))
+            with ThreadPoolExecutor(max(1, pool.size)) as workers:
+                for f in [workers.submit(one, s) for s in todo]:
+                    f.result()
+    finally:
+        pool.close()
+
+
+def _finish(cfg: BuildApisConfig, specs: list[Spec], done: dict, console) -> dict:
+    import datasets
+
+    from computerrl.apis.generated import GeneratedApi, module_path, module_text
+    from computerrl.data.datasets_io import lineage, save_atomic
+    from computerrl.data.schemas import API_FEATURES
+
+    rows = [done["apis"][s.name] for s in specs]
+    for d in done["analysis"]["dropped"]:
+        rows.append({"app": cfg.app, "name": d["name"], "signature": "", "doc": "", "code": "", "tests": "",
+                     "verdict": "rejected", "reason": d["reason"], "rounds": 0, "error": d["why"], "source_tasks": [],
+                     "seconds": 0.0})
+    card = lineage("build-apis", cfg, {"tasks": str(cfg.tasks), "envs": str(cfg.envs),
+                                       "replay": str(cfg.replay or "")})
+    save_atomic(datasets.Dataset.from_list(rows, features=API_FEATURES), cfg.out / "dataset", lineage=card)
+    accepted = [GeneratedApi(cfg.app, r["name"], r["code"]) for r in rows if r["verdict"] == "accepted"]
+    _write_atomic(module_path(cfg.out, cfg.app), module_text(cfg.app, accepted))
+    built = [r for r in rows if r["rounds"]]
+    summary = {"app": cfg.app, "proposed": len(rows), "accepted": len(accepted),
+               "rejected": {k: sum(r["reason"] == k for r in rows) for k in REASONS[1:] if any(r["reason"] == k for r in rows)},
+               "rounds": {str(n): sum(r["rounds"] == n for r in built) for n in range(1, cfg.rounds + 1)},
+               "seconds_per_api": round(sum(r["seconds"] for r in built) / max(1, len(built)), 2),
+               "apis": [{k: r[k] for k in ("name", "verdict", "reason", "rounds", "seconds")} for r in rows]}
+    _write_atomic(cfg.out / "summary.json", json.dumps(summary, indent=2))
+    (cfg.out / ".journal.jsonl").unlink(missing_ok=True)
+    console.print(table(summary))
+    console.print(f"wrote {cfg.out}/dataset, {module_path(cfg.out, cfg.app).name} ({len(accepted)} APIs: load them "
+                  f"with --apis {cfg.out}) and summary.json")
+    return summary
+
+
+def table(summary: dict):
+    from rich.table import Table
+
+    t = Table(title=f"build-apis: {summary['app']}")
+    for col in ("API", "verdict", "reason", "rounds", "seconds"):
+        t.add_column(col, justify="right" if col in ("rounds", "seconds") else "left")
+    for a in summary["apis"]:
+        t.add_row(a["name"], a["verdict"], a["reason"], str(a["rounds"]), f"{a['seconds']:.1f}")
+    rejected = ", ".join(f"{k} {v}" for k, v in summary["rejected"].items()) or "none"
+    t.caption = (f"proposed {summary['proposed']}, accepted {summary['accepted']}, rejected: {rejected}; "
+                 f"rounds used: {summary['rounds']}; {summary['seconds_per_api']:.1f} s per API built")
+    return t
+
+
+def _read_journal(journal: Path) -> dict:
+    done: dict = {"apis": {}}
+    if journal.exists():
+        for line in journal.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a kill
+            if "analysis" in row:
+                done["analysis"] = row["analysis"]
+            elif "api" in row:
+                done["apis"][row["api"]["name"]] = row["api"]
+    return done
+
+
+def _append(path: Path, row: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
