@@ -98,7 +98,9 @@ def parse_specs(answer: str, api: str) -> tuple[list[Spec], list[tuple[str, str,
     "bad_spec", "clash" or "duplicate"."""
     items = _json_list(answer)
     if items is None:
-        return [], [("(answer)", "bad_spec", "no JSON list of specs in the answer")]
+        items = _stubs(answer)
+    if items is None:
+        return [], [("(answer)", "bad_spec", "no JSON list of specs (nor Python stubs that parse) in the answer")]
     specs: list[Spec] = []
     dropped: list[tuple[str, str, str]] = []
     existing = REGISTRY.functions(api)
@@ -158,6 +160,18 @@ def _json_list(answer: str):
         if isinstance(value, list):
             return value
     return None
+
+
+def _stubs(answer: str) -> list[dict] | None:
+    """Specs written as Python stubs instead (`def name(...) -> None: \"\"\"doc\"\"\"`), as models often do."""
+    try:
+        tree = ast.parse(code_blocks(answer))
+    except SyntaxError:
+        return None
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    return [{"name": d.name, "doc": (ast.get_docstring(d) or "").strip().split("\n")[0],
+             "signature": f"def {d.name}({ast.unparse(d.args)})" + (f" -> {ast.unparse(d.returns)}" if d.returns else "")}
+            for d in defs] or None
 
 
 def code_blocks(answer: str) -> str:

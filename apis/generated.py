@@ -176,6 +176,13 @@ def load(folder: Path | str) -> list[GeneratedApi]:
     return [api for api, _ in loaded]
 
 
+def unload() -> None:
+    """Forget every loaded generated API (the built-in ones stay)."""
+    for api, name in LOADED:
+        REGISTRY.functions(api).pop(name, None)
+    LOADED.clear()
+
+
 # --- running one inside a desktop ---------------------------------------------------------------
 
 def worker_argv() -> list[str]:

