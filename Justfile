@@ -142,6 +142,11 @@ bench-rollout *args: install
 bench-train *args: install
     {{venv}}/python -m computerrl.bench.bench_train {{args}}
 
+# build-apis benchmark: a 10-API transcript replayed on 2 desktops, seconds per API, desktop vs stage (JSON last line).
+[group("bench")]
+bench-apis *args: install
+    {{venv}}/python -m computerrl.bench.bench_apis {{args}}
+
 # Task-suite benchmarks: generation time, replay steps/s, per-domain counts (JSON last line).
 [group("bench")]
 bench-tasks *args: install
