@@ -85,12 +85,15 @@ class Llm:
                          "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed}
         if cfg.replay is not None:
             self.settings = {"replay": str(cfg.replay)}
-            for n, line in enumerate(Path(cfg.replay).read_text().splitlines(), 1):
+            lines = Path(cfg.replay).read_text().split("\n")
+            for n, line in enumerate(lines, 1):
                 if line.strip():
                     try:
                         row = json.loads(line)
                         self.recorded[_key(row)] = row
                     except (ValueError, KeyError) as e:
+                        if n == len(lines):  # a build killed while writing it: the exchange is not in it
+                            break
                         raise ValueError(f"{cfg.replay} line {n}: not a transcript line ({e})") from None
         else:
             from computerrl.policy.checkpoint import resolve
