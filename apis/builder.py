@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from computerrl.apis.generated import function_def, signature
-from computerrl.apis.registry import REGISTRY, type_name
+from computerrl.apis.registry import REGISTRY, make_function, type_name
 
 HELPERS_DOC = {  # what the worker (apis/worker.py) puts beside the model's code, as the prompt explains it
     "common": [
@@ -31,6 +31,8 @@ HELPERS_DOC = {  # what the worker (apis/worker.py) puts beside the model's code
 ALLOWED_IMPORTS = "uno, math, re, json, datetime, decimal, fractions, statistics, string, itertools, functools, " \
                   "collections, calendar, com.sun.star.* (types and constants)"
 DOC_NAMES = {"doc", "cell", "cell_range", "sheet", "used_area"}  # reading the document goes through these
+HELPER_NAMES = DOC_NAMES | {"parse_color", "col_letter", "col_index", "parse_range", "file_url", "home_path", "open",
+                            "save", "ApiError"}  # what apis/worker.py defines beside the code
 
 
 @dataclass
@@ -70,6 +72,7 @@ def implement_prompt(app: str, api: str, spec: Spec) -> list[dict]:
               "subprocesses or files outside /home/user: such code is refused before it runs.")
     user = (f"Write this function, with exactly this signature and this one-line docstring:\n\n```python\n"
             f"{spec.signature}:\n    \"\"\"{spec.doc}\"\"\"\n```\n\nReturn None, or a short string the agent reads. "
+            "Put everything it needs inside it (helpers as nested functions); imports may go above it. "
             "Answer with one ```python block holding the whole function.")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -107,7 +110,7 @@ def parse_specs(answer: str, api: str) -> tuple[list[Spec], list[tuple[str, str,
     for item in items:
         name = str(item.get("name", "")) if isinstance(item, dict) else ""
         try:
-            spec = _spec(item)
+            spec = _spec(item, api)
         except ValueError as e:
             dropped.append((name or "(unnamed)", "bad_spec", str(e)))
             continue
@@ -122,17 +125,22 @@ def parse_specs(answer: str, api: str) -> tuple[list[Spec], list[tuple[str, str,
     return specs, dropped
 
 
-def _spec(item) -> Spec:
+def _spec(item, api: str) -> Spec:
     if not isinstance(item, dict):
         raise ValueError("not an object")
     name, sig, doc = (str(item.get(k, "")).strip() for k in ("name", "signature", "doc"))
     if not re.fullmatch(r"[a-z][a-z0-9_]{1,60}", name):
         raise ValueError(f"name {name!r} is not a snake_case identifier")
+    if name in HELPER_NAMES or name.startswith("test"):
+        raise ValueError(f"{name!r} is the name of a helper or of a test")
     if not doc or "\n" in doc:
         raise ValueError("needs a one-line doc")
     sig = sig.rstrip(":").strip()
     fn = function_def(f"{sig}:\n    ...\n", name)  # ValueError: no such def, or it does not parse
-    signature(fn)  # literal types only
+    try:
+        make_function(api, name, signature(fn), doc)  # literal types, defaults that pass their own types
+    except TypeError as e:
+        raise ValueError(str(e)) from None
     tasks = item.get("tasks") or []
     return Spec(name, sig, doc.replace('"""', "'''"), [str(t) for t in tasks] if isinstance(tasks, list) else [])
 
@@ -212,16 +220,20 @@ def signature_problem(code: str, spec: Spec) -> str:
     """Why the function's signature is not the spec's ('' when it is)."""
     want = signature(function_def(f"{spec.signature}:\n    ...\n"))
     try:
-        got = signature(function_def(code, spec.name))
+        fn = function_def(code, spec.name)
+        got = signature(fn)
     except ValueError as e:
         return str(e)
+    if not (ast.get_docstring(fn) or "").strip():
+        return f"{spec.name} has no docstring (its first line is the doc the agent reads)"
     return "" if got == want else f"its signature {spec.name}{got} differs from the spec's {spec.name}{want}"
 
 
 def asserting_tests(tests: str, name: str) -> list[str]:
     """The test_… functions that assert on the document's state after calling `name`: an `assert`
-    after the call, on an expression that reads the document (through doc, cell, cell_range, sheet,
-    used_area, or a variable assigned from such a read after the call)."""
+    after the call whose expression reads the document (an attribute or method of doc, cell(…),
+    cell_range(…), sheet(…)…, or a variable assigned from such a read after the call). `assert doc`
+    or `assert cell("A1") is not None` read nothing; a call inside a nested function is no call."""
     try:
         tree = ast.parse(tests)
     except SyntaxError:
@@ -230,28 +242,51 @@ def asserting_tests(tests: str, name: str) -> list[str]:
     for fn in tree.body:
         if not (isinstance(fn, ast.FunctionDef) and fn.name.startswith("test")):
             continue
-        called, tainted = False, set(DOC_NAMES)
+        called, tainted = False, set()
         for stmt in _statements(fn.body):
             if not called:
                 called = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
-                             for n in ast.walk(stmt))
+                             for n in _walk(stmt))
                 continue
-            reads = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} & tainted
-            if isinstance(stmt, ast.Assert) and reads:
+            if isinstance(stmt, ast.Assert) and _reads_document(stmt.test, tainted):
                 good.append(fn.name)
                 break
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and reads:
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None \
+                    and _reads_document(stmt.value, tainted):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 tainted |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     return good
 
 
+def _reads_document(expr: ast.AST, tainted: set[str]) -> bool:
+    for n in _walk(expr):
+        if isinstance(n, ast.Name) and n.id in tainted:
+            return True
+        if isinstance(n, ast.Attribute) and any(isinstance(m, ast.Name) and m.id in DOC_NAMES for m in _walk(n.value)):
+            return True
+    return False
+
+
+def _walk(node: ast.AST):
+    """ast.walk, but not into nested functions, lambdas or classes (their code may never run)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(c for c in ast.iter_child_nodes(n)
+                    if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)))
+
+
 def _statements(body: list[ast.stmt]):
-    """Statements in source order, those of nested blocks (for, if, with) included."""
+    """Statements in source order, those of nested blocks (for, if, with, try) included; nested
+    functions and classes left out (their code may never run)."""
     for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
         yield stmt
         for attr in ("body", "orelse", "finalbody"):
             inner = getattr(stmt, attr, None)
-            if isinstance(inner, list) and not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+            if isinstance(inner, list):
                 yield from _statements(inner)
-
+        for handler in getattr(stmt, "handlers", []):
+            yield from _statements(handler.body)

@@ -91,13 +91,21 @@ def signature(fn: ast.FunctionDef) -> inspect.Signature:
 
 
 def annotation(node: ast.expr) -> Any:
-    """A literal type (`str`, `int | None`, `list[str]`, `Literal["a", "b"]`, …) from its ast."""
+    """A literal type (`str`, `int | None`, `list[str]`, `Literal["a", "b"]`, …) from its ast;
+    ValueError for anything else."""
+    try:
+        return _annotation(node)
+    except (TypeError, IndexError, SyntaxError) as e:  # tuple[()], Literal[[1]]…
+        raise ValueError(f"type {ast.unparse(node)!r} cannot be read: {e}") from None
+
+
+def _annotation(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant) and node.value is None:
         return None
     if isinstance(node, ast.Name) and node.id in _TYPES:
         return _TYPES[node.id]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        return typing.Union[annotation(node.left), annotation(node.right)]
+        return typing.Union[_annotation(node.left), _annotation(node.right)]
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         head = node.value.id
@@ -107,9 +115,9 @@ def annotation(node: ast.expr) -> Any:
                 raise ValueError("Literal[...] takes strings, numbers or booleans")
             return Literal[tuple(values)]
         if head == "Optional" and len(items) == 1:
-            return typing.Optional[annotation(items[0])]
+            return typing.Optional[_annotation(items[0])]
         if head in ("list", "dict", "tuple"):
-            inner = tuple(Ellipsis if isinstance(i, ast.Constant) and i.value is Ellipsis else annotation(i)
+            inner = tuple(Ellipsis if isinstance(i, ast.Constant) and i.value is Ellipsis else _annotation(i)
                           for i in items)
             return {"list": list, "dict": dict, "tuple": tuple}[head][inner if len(inner) > 1 else inner[0]]
     raise ValueError(f"type {ast.unparse(node)!r} is not a literal type (use str, int, float, bool, None, "
@@ -201,5 +209,8 @@ def worker_reply(stdout: str) -> dict | None:
     """The worker's answer from its output; None when it printed none (it died first)."""
     for line in reversed(stdout.split("\n")):  # not splitlines: the mark begins with \x1e, a line break to it
         if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
+            try:
+                return json.loads(line[len(MARK):])
+            except ValueError:  # cut short (the keeper keeps the first MiB of output)
+                return None
     return None

@@ -31,6 +31,7 @@ FACTORIES = {"calc": "private:factory/scalc", "writer": "private:factory/swriter
 SERVICES = {"calc": "com.sun.star.sheet.SpreadsheetDocument", "writer": "com.sun.star.text.TextDocument",
             "impress": "com.sun.star.presentation.PresentationDocument"}
 OUTPUT_CHARS = 2000
+TEXT_CHARS = 4000  # an error or result longer than this is cut: the answer must fit the keeper's output
 
 
 def main() -> None:
@@ -138,8 +139,8 @@ def call(req: dict, desktop, ctx) -> dict:
     try:
         result = namespace(req, doc)[req["function"]](**req["args"])
     except kit.ApiError as e:
-        return {"ok": False, "error": str(e)}
-    return {"ok": True, "result": "Done" if result is None else str(result)}
+        return {"ok": False, "error": str(e)[:TEXT_CHARS]}
+    return {"ok": True, "result": "Done" if result is None else str(result)[:TEXT_CHARS]}
 
 
 def test_names(tests: str) -> list[str]:
@@ -167,7 +168,7 @@ def describe(e: BaseException) -> str:
     where = [f"{f.filename} line {f.lineno}: {f.line or ''}".strip()
              for f in traceback.extract_tb(e.__traceback__) if f.filename in ("<api>", "<tests>")]
     text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-    return text + (f" (at {where[-1]})" if where else "")
+    return (text[:TEXT_CHARS] + (f" (at {where[-1][:300]})" if where else ""))
 
 
 if __name__ == "__main__":

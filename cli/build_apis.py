@@ -13,6 +13,7 @@ HELP = ("A model reads example tasks of an app and the app's API, proposes the f
         "them and their tests; each runs in a live desktop's sandbox, failures go back to the model (--rounds), and "
         "only what passes joins the action space: load OUT with `--apis OUT` on spawn-envs, rollout and eval. "
         "Every exchange is kept in OUT/transcript.jsonl; --replay reruns a build from one with no model. "
+        "Give it desktops of its own (--envs): each test resets the desktop it runs on. "
         "Interrupted, rerun the same command to resume.")
 
 
@@ -49,7 +50,7 @@ def command(
         raise typer.BadParameter(str(e)) from None
     try:
         summary = run(cfg)
-    except ReplayError as e:
+    except (ReplayError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
-    raise typer.Exit(0 if summary["proposed"] else 1)
+    raise typer.Exit(0 if summary["proposed"] else 1)  # the model proposed nothing that could be read

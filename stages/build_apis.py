@@ -30,7 +30,7 @@ from computerrl.apis import builder
 from computerrl.apis.builder import Spec
 
 REASONS = ("accepted", "failed", "hung", "crashed", "refused", "no_assertion", "no_code", "clash", "duplicate",
-           "bad_spec")
+           "bad_spec", "over_limit")
 
 
 @dataclasses.dataclass
@@ -84,7 +84,6 @@ class Llm:
         self.settings = {"engine": cfg.engine, "model": cfg.model, "temperature": cfg.temperature,
                          "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed}
         if cfg.replay is not None:
-            self.settings = {"replay": str(cfg.replay)}
             lines = Path(cfg.replay).read_text().split("\n")
             for n, line in enumerate(lines, 1):
                 if line.strip():
@@ -116,14 +115,13 @@ class Llm:
                 if row.get("prompt") is not None and row["prompt"] != messages:
                     raise ReplayError(f"the transcript's prompt for {step} of {api or 'the app'}, round {round_} "
                                       "differs from this build's: it records another build")
-                answer = row["answer"]
+                answer = row["answer"]  # and the model and settings that gave it, as recorded
+                settings = {k: row[k] for k in ("engine", "model", "temperature", "max_new_tokens", "seed") if k in row}
             else:
                 answer = self.engine.generate([messages], seed=self.seed)[0].text
-            record = {"step": step, "api": api, "round": round_, "prompt": messages, "answer": answer, **self.settings}
-            with open(self.transcript, "a") as f:
-                f.write(json.dumps(record) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+                settings = self.settings
+            _append(self.transcript, {"step": step, "api": api, "round": round_, "prompt": messages, "answer": answer,
+                                      **settings})
             return answer
 
     def close(self) -> None:
@@ -150,7 +148,7 @@ def build_one(spec: Spec, cfg: BuildApisConfig, llm: Llm, test_on) -> dict:
     api, started = api_class(cfg.app), time.monotonic()
     prompt = builder.implement_prompt(cfg.app, api, spec)
     code = tests = answer = ""
-    reason, error = "no_code", ""
+    reason, error, asked = "no_code", "", False
     rounds = 0
     for rounds in range(1, cfg.rounds + 1):
         if rounds > 1:
@@ -161,8 +159,8 @@ def build_one(spec: Spec, cfg: BuildApisConfig, llm: Llm, test_on) -> dict:
         except ValueError as e:
             reason, error = "no_code", str(e)
             continue
-        if rounds == 1:
-            tests = builder.tests_of(llm.ask("tests", spec.name, 1, builder.tests_prompt(cfg.app, spec)))
+        if not asked:  # once, after the first answer that holds the function
+            tests, asked = builder.tests_of(llm.ask("tests", spec.name, 1, builder.tests_prompt(cfg.app, spec))), True
         if new_tests:
             tests = new_tests
         reason, error = _verdict(spec, code, tests, test_on, refusals)
@@ -191,9 +189,8 @@ def _verdict(spec: Spec, code: str, tests: str, test_on, refusals) -> tuple[str,
         return "hung", answer.get("error", "it did not finish in time")
     if not answer.get("ok"):
         return "crashed", answer.get("error", "")
-    results = [t for t in answer["tests"] if t["name"] in counted]
-    failed = [f"{t['name']}: {t['error']}" for t in results if not t["passed"]]
-    if failed or not results:
+    failed = [f"{t['name']}: {t['error']}" for t in answer["tests"] if not t["passed"]]
+    if failed or not any(t["name"] in counted for t in answer["tests"]):
         return "failed", "\n".join(failed) or "no test ran"
     return "accepted", ""
 
@@ -211,11 +208,18 @@ def run(cfg: BuildApisConfig, console=None) -> dict:
         summary = json.loads(summary_path.read_text())
         console.print(table(summary))
         return summary
-    if cfg.overwrite and summary_path.exists():
+    if cfg.overwrite:
         for leftover in (summary_path, journal, cfg.out / "transcript.jsonl"):
             leftover.unlink(missing_ok=True)
     cfg.out.mkdir(parents=True, exist_ok=True)
     done = _read_journal(journal)
+    settings = _settings(cfg)
+    if "settings" not in done:
+        _append(journal, {"settings": settings})
+    elif done["settings"] != settings:
+        changed = ", ".join(k for k in settings if settings[k] != done["settings"].get(k))
+        raise ValueError(f"{cfg.out} holds a build begun with other settings ({changed}): rerun it as it was, "
+                         "or --overwrite to start afresh")
     llm = Llm(cfg, cfg.out / "transcript.jsonl")
     try:
         if "analysis" not in done:
@@ -239,6 +243,7 @@ def _analyse(cfg: BuildApisConfig, llm: Llm) -> dict:
     tasks = _sample_tasks(cfg)
     answer = llm.ask("analyse", "", 1, builder.analysis_prompt(cfg.app, api, tasks, cfg.max_apis))
     specs, dropped = builder.parse_specs(answer, api)
+    dropped += [(s.name, "over_limit", f"beyond --max-apis {cfg.max_apis}") for s in specs[cfg.max_apis:]]
     return {"specs": [dataclasses.asdict(s) for s in specs[:cfg.max_apis]],
             "dropped": [{"name": n, "reason": r, "why": w} for n, r, w in dropped], "tasks": [t["task_id"] for t in tasks]}
 
@@ -266,14 +271,18 @@ def _sample_tasks(cfg: BuildApisConfig) -> list[dict]:
 def _build_all(cfg: BuildApisConfig, llm: Llm, todo: list[Spec], journal: Path, built: dict, console) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from computerrl.envs.client import EnvError
     from computerrl.envs.pool import EnvPool
 
     pool = EnvPool.from_manifest(cfg.envs, call_timeout_s=cfg.timeout_s + 60)
     lock = threading.Lock()
 
     def test_on(code: str, tests: str) -> tuple[dict, bool]:
-        with pool.lease() as env:
-            return env.client.test_api(cfg.app, code, tests, desktop=env.desktop, timeout_s=cfg.timeout_s)
+        try:
+            with pool.lease() as env:
+                return env.client.test_api(cfg.app, code, tests, desktop=env.desktop, timeout_s=cfg.timeout_s)
+        except EnvError as e:  # the desktop was lost under the code (or before it): that API's, not the build's
+            return {"ok": False, "error": f"the desktop was lost: {e}"}, False
 
     def one(spec: Spec) -> None:
         row = build_one(spec, cfg, llm, test_on)
@@ -314,7 +323,7 @@ def _finish(cfg: BuildApisConfig, specs: list[Spec], done: dict, console) -> dic
     accepted = [GeneratedApi(cfg.app, r["name"], r["code"]) for r in rows if r["verdict"] == "accepted"]
     _write_atomic(module_path(cfg.out, cfg.app), module_text(cfg.app, accepted))
     built = [r for r in rows if r["rounds"]]
-    summary = {"app": cfg.app, "proposed": len(rows), "accepted": len(accepted),
+    summary = {"app": cfg.app, "proposed": sum(r["name"] != "(answer)" for r in rows), "accepted": len(accepted),
                "rejected": {k: sum(r["reason"] == k for r in rows) for k in REASONS[1:] if any(r["reason"] == k for r in rows)},
                "rounds": {str(n): sum(r["rounds"] == n for r in built) for n in range(1, cfg.rounds + 1)},
                "seconds_per_api": round(sum(r["seconds"] for r in built) / max(1, len(built)), 2),
@@ -341,6 +350,13 @@ def table(summary: dict):
     return t
 
 
+def _settings(cfg: BuildApisConfig) -> dict:
+    """What a resumed build must share with the one it resumes."""
+    keep = ("app", "tasks", "model", "engine", "temperature", "max_new_tokens", "rounds", "sample_tasks", "max_apis",
+            "seed")  # not --replay: a replay cut short may resume from a longer transcript (prompts are checked)
+    return {k: str(getattr(cfg, k)) for k in keep}
+
+
 def _read_journal(journal: Path) -> dict:
     done: dict = {"apis": {}}
     if journal.exists():
@@ -349,7 +365,9 @@ def _read_journal(journal: Path) -> dict:
                 row = json.loads(line)
             except ValueError:
                 continue  # a line cut short by a kill
-            if "analysis" in row:
+            if "settings" in row:
+                done["settings"] = row["settings"]
+            elif "analysis" in row:
                 done["analysis"] = row["analysis"]
             elif "api" in row:
                 done["apis"][row["api"]["name"]] = row["api"]
@@ -357,8 +375,15 @@ def _read_journal(journal: Path) -> dict:
 
 
 def _append(path: Path, row: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
+    """One JSON line more, durably; a last line a kill cut short is dropped first (it never finished)."""
+    with open(path, "a+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(max(0, size - (1 << 20)))
+            tail = f.read()
+            if not tail.endswith(b"\n"):
+                f.truncate(size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0)
+        f.write(json.dumps(row).encode() + b"\n")
         f.flush()
         os.fsync(f.fileno())
 

@@ -77,8 +77,6 @@ class SpawnEnvsConfig:
 
             self.apis = Path(self.apis).resolve()
             read_modules(self.apis)  # says what is wrong with the folder, before any server starts
-            if self.backend != "local":
-                raise ValueError("--apis works with the local backend only, for now")
         if self.count < 1 or self.desktops_per_env < 1:
             raise ValueError("--count and --desktops-per-env must be at least 1")
         if self.detach and self.stop:
@@ -105,7 +103,8 @@ def _backend(cfg: SpawnEnvsConfig):
     elif cfg.backend == "docker":
         hosts = [h.strip() for h in cfg.docker_hosts.split(",") if h.strip()]
         options = {"image": cfg.docker_image, "hosts": hosts or None, "publish_ip": cfg.publish_ip,
-                   "cache": str(cfg.cache) if cfg.cache else None, "network": cfg.network, "server_args": limits}
+                   "cache": str(cfg.cache) if cfg.cache else None, "network": cfg.network,
+                   "apis": str(cfg.apis) if cfg.apis else None, "server_args": limits}
     return make_backend(cfg.backend, **options)
 
 

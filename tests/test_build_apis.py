@@ -14,7 +14,7 @@ from conftest import act
 from computerrl.apis import generated
 from computerrl.data.datasets_io import load, save_atomic
 from computerrl.data.schemas import TASK_FEATURES
-from computerrl.stages.build_apis import BuildApisConfig, ReplayError, run
+from computerrl.stages.build_apis import REASONS, BuildApisConfig, ReplayError, run
 
 
 def fn(signature: str, doc: str, body: str, imports: str = "") -> str:
@@ -177,7 +177,7 @@ def test_a_written_transcript_builds_what_passes_and_rejects_the_rest_with_its_r
     assert "asserts on the document" in rows["clear_quietly"]["error"]
     for name, why in (("delete_report", "import of 'os'"), ("phone_home", "import of 'socket'"),
                       ("smuggle", "__import__"), ("peek", "getattr()"), ("load_helper", "import of 'importlib'"),
-                      ("evaluate", "compile()")):
+                      ("evaluate", "the name compile")):
         assert why in rows[name]["error"], rows[name]["error"]
     assert "CalcTools.set_cell_value" in rows["put_value"]["error"]
     assert summary["proposed"] == 13 and summary["accepted"] == 2
@@ -308,9 +308,8 @@ def test_a_real_model_builds_through_the_openai_engine(run_dir, llama_server):
                                   engine="openai", llm_url=llama_server, max_apis=3, rounds=2, timeout_s=20,
                                   max_new_tokens=400))
     rows = list(load(run_dir / "real" / "dataset"))
-    assert summary["proposed"] == len(rows) >= 1
-    assert all(r["reason"] in ("accepted", "failed", "hung", "crashed", "refused", "no_assertion", "no_code", "clash",
-                               "duplicate", "bad_spec") for r in rows)
+    assert len(rows) >= 1 and summary["proposed"] == sum(r["name"] != "(answer)" for r in rows)
+    assert all(r["reason"] in REASONS for r in rows)
     assert all(r["error"] for r in rows if r["verdict"] == "rejected")
     lines = [json.loads(x) for x in (run_dir / "real" / "transcript.jsonl").read_text().splitlines()]
     assert lines[0]["step"] == "analyse" and lines[0]["answer"] and lines[0]["engine"] == "openai"
@@ -318,3 +317,18 @@ def test_a_real_model_builds_through_the_openai_engine(run_dir, llama_server):
     print(json.dumps(summary, indent=1))  # the closing note quotes it
     again = run(config(run_dir, "real-replayed", run_dir / "real" / "transcript.jsonl", max_apis=3, timeout_s=20))
     assert [(a["name"], a["reason"]) for a in again["apis"]] == [(a["name"], a["reason"]) for a in summary["apis"]]
+
+
+def test_a_line_a_kill_cut_short_is_dropped_and_a_changed_build_is_not_resumed(tmp_path):
+    from computerrl.stages.build_apis import _append
+
+    journal = tmp_path / "out" / ".journal.jsonl"
+    journal.parent.mkdir()
+    journal.write_text('{"settings": {"app": "calc"}}\n{"api": {"name": "fill_do')  # killed mid-write
+    _append(journal, {"api": {"name": "negate"}})
+    assert [json.loads(x) for x in journal.read_text().splitlines()] == [{"settings": {"app": "calc"}},
+                                                                      {"api": {"name": "negate"}}]
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    with pytest.raises(ValueError, match="other settings .*app.*--overwrite"):
+        run(BuildApisConfig(app="writer", tasks=tasks, envs=tmp_path / "envs", out=tmp_path / "out"))

@@ -138,6 +138,15 @@ def test_options_reach_the_engine():
     assert run["command"][-2:] == ["--desktops", "1"]
 
 
+def test_a_cache_and_an_apis_folder_are_mounted_read_only_and_named_to_the_server():
+    backend = DockerBackend(cache="/srv/cache", apis="/srv/apis-calc", client_factory=FakeClient)
+    backend.start("env-000")
+    (run,) = FakeClient.made["unix:///var/run/docker.sock"].runs
+    assert run["command"][-4:] == ["--cache", "/cache", "--apis", "/apis"]
+    assert run["volumes"] == {"/srv/cache": {"bind": "/cache", "mode": "ro"},
+                              "/srv/apis-calc": {"bind": "/apis", "mode": "ro"}}
+
+
 def test_each_backend_gets_its_own_random_token():
     one, two = DockerBackend(client_factory=FakeClient), DockerBackend(client_factory=FakeClient)
     assert one.token != two.token

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import computerrl.apis  # noqa: F401  (registers the app API classes)
@@ -40,20 +42,43 @@ def test_ordinary_uno_code_passes():
     ("f = getattr(cell, name)", "getattr() needs a literal, public"),
     ("x = cell.__class__.__mro__", "dunder attribute"),
     ("b = __builtins__", "the name __builtins__"),
-    ("c = compile('1+1', 'x', 'eval')", "compile()"),
-    ("exec('print(1)')", "exec()"),
-    ("eval('1')", "eval()"),
-    ("g = globals()", "globals()"),
+    ("c = compile('1+1', 'x', 'eval')", "the name compile"),
+    ("exec('print(1)')", "the name exec"),
+    ("eval('1')", "the name eval"),
+    ("g = globals()", "the name globals"),
     ("open('/etc/passwd').read()", "open() takes a literal path under /home/user"),
     ("open('/home/user/../../etc/passwd')", "open() takes a literal path under /home/user"),
     ("open(path)", "open() takes a literal path under /home/user"),
     ("s = ctx.ServiceManager.createInstanceWithContext('com.sun.star.system.SystemShellExecute', ctx)",
      "SystemShellExecute"),
-    ("s = ctx.ServiceManager.createInstanceWithContext(name, ctx)", "literal string"),
+    ("s = ctx.ServiceManager.createInstanceWithContext(name, ctx)", "takes a literal name"),
     ("d.executeDispatch(frame, 'macro:///Standard.Module1.Evil', '', 0, ())", "macro:"),
     ("import uno\nuno.systemPathToFileUrl = None", "changing uno.systemPathToFileUrl"),
-    ("y = '__globals__'", "names a dunder attribute"),
+    ("y = '__globals__'", "a string holding '__'"),
     ("def f(:\n  pass", "does not parse"),
+    # found by review: ways around the first version of the check
+    ("run = exec\nrun('1')", "the name exec"),
+    ("def f(x=eval):\n    x('1')", "the name eval"),
+    ("@exec\ndef f():\n    pass", "the name exec"),
+    ("g = getattr\ng(print, 'x')", "getattr may only be called directly"),
+    ("import functools\nfunctools.reduce(getattr, ['x'], print)", "getattr may only be called directly"),
+    ("match print:\n    case object(__self__=b):\n        pass", "matching the attribute __self__"),
+    ("import uno\nuno.os.system('id')", "uno.os is not allowed"),
+    ("from uno import os", "importing 'os' from 'uno'"),
+    ("import uno\nuno._builtin_import('subprocess')", "private and dunder attributes"),
+    ("import collections\ncollections._sys.modules['os']", "private and dunder attributes"),
+    ("import statistics\nstatistics.sys.modules['os']", "statistics.sys is a module"),
+    ("from statistics import sys", "importing 'sys' from 'statistics'"),
+    ("import re\nm = re", "may only be used as re.<name>"),
+    ("import string\nstring.Formatter().get_field('0.x', [1], {})", "the attribute .Formatter"),
+    ("'{0.real}'.format(1)", "str.format() only on a literal with plain fields"),
+    ("import uno\nuno.invoke(doc, 'store', ())", "uno.invoke is not allowed"),
+    ("mk = doc.createInstance\nmk('x')", ".createInstance may only be called directly"),
+    ("doc.createInstance('com.sun.star.frame.DispatchHelper')", "takes a literal name of a service"),
+    ("doc.getScriptProvider().getScript('x')", "the attribute .getScriptProvider"),
+    ("doc.storeToURL('file:///tmp/x.ods', ())", "storeToURL() takes file_url(path)"),
+    ("def home_path(p):\n    return p", "home_path may not be redefined"),
+    ("import com.sun.star.table", "write `from com.sun.star.table import Name`"),
 ])
 def test_an_escape_is_refused_with_its_reason(code, why):
     found = refusals(code)
@@ -83,6 +108,12 @@ def test_specs_that_clash_duplicate_or_cannot_be_read_are_dropped_with_the_reaso
                                                 ("untyped", "bad_spec"), ("fill_down", "duplicate")]
     assert "CalcTools.set_cell_value" in dropped[1][2]
     assert builder.parse_specs("I would add a fill_down function.", "CalcTools")[1][0][1] == "bad_spec"
+    for name, sig, why in (("cell", "def cell(a: str) -> None", "name of a helper"),
+                           ("odd", "def odd(x: tuple[()]) -> None", "cannot be read"),
+                           ("typo", "def typo(x: int = 'a') -> None", "must be int")):
+        (_, reason, text), = builder.parse_specs(json.dumps([{"name": name, "signature": sig, "doc": "D."}]),
+                                                "CalcTools")[1]
+        assert reason == "bad_spec" and why in text, text
 
 
 def test_only_a_test_that_reads_the_document_after_the_call_counts():
@@ -106,6 +137,16 @@ def test_in_a_loop():
     fill_down("A1:A3")
     for row in range(1, 4):
         assert cell(f"A{row}").getString() == ""
+
+def test_asserts_the_document_exists():
+    fill_down("A1:A3")
+    assert doc
+    assert cell("A1") is not None
+
+def test_calls_it_in_a_function_never_run():
+    def later():
+        fill_down("A1:A3")
+    assert cell("A1").getValue() == 0
 '''
     assert builder.asserting_tests(tests, "fill_down") == ["test_reads_back", "test_in_a_loop"]
 
@@ -120,7 +161,8 @@ def test_the_function_and_its_tests_come_out_of_an_answer():
         builder.split_code(builder.code_blocks(answer), "g")
     spec = builder.Spec("f", "def f(a: int) -> int", "Doc.")
     assert builder.signature_problem(code, spec) == ""
-    assert "differs" in builder.signature_problem("def f(a: str) -> int:\n    pass", spec)
+    assert "differs" in builder.signature_problem("def f(a: str) -> int:\n    \"\"\"Doc.\"\"\"", spec)
+    assert "no docstring" in builder.signature_problem("def f(a: int) -> int:\n    return a", spec)
 
 
 def test_the_module_of_accepted_apis_reads_back_without_running_them(tmp_path):

@@ -25,6 +25,7 @@ from computerrl.envs.backends.base import SERVER_PORT, EnvHandle, register_backe
 DEFAULT_IMAGE = "computerrl-desktop:latest"
 LOCAL_SOCKET = "unix:///var/run/docker.sock"
 CACHE_MOUNT = "/cache"  # where a container sees the task file cache
+APIS_MOUNT = "/apis"  # where a container sees a build-apis folder
 REMOTE_SCHEMES = ("tcp", "ssh", "http", "https")
 
 
@@ -60,6 +61,7 @@ class DockerBackend:
         client_factory: Callable[..., Any] | None = None,  # None = docker.DockerClient
         cache: str | None = None,  # task file cache on the Docker host(s), mounted read-only at /cache
         network: bool = False,  # desktops get outbound network (default: none); needs /dev/net/tun in the container
+        apis: str | None = None,  # a build-apis folder on the Docker host(s), mounted read-only at /apis
         server_args: tuple[str, ...] = (),  # more options for each server (e.g. the desktops' limits)
     ):
         if hosts is None:
@@ -80,7 +82,7 @@ class DockerBackend:
         self.publish_ip = publish_ip
         self.token = token if token is not None else secrets.token_urlsafe(32)
         self._factory = client_factory
-        self.cache, self.network, self.server_args = cache, network, tuple(server_args)
+        self.cache, self.network, self.apis, self.server_args = cache, network, apis, tuple(server_args)
         self._clients: dict[str, Any] = {}
         self._image_ok: set[str] = set()  # hosts where the image was seen (checked once per host)
         self._load = {h: 0 for h in self.hosts}  # containers this backend runs, per host
@@ -126,8 +128,9 @@ class DockerBackend:
                 command=["python", "-m", "computerrl.envs.server", "--host", "0.0.0.0",
                          "--port", str(SERVER_PORT), "--desktops", str(desktops),
                          *(["--cache", CACHE_MOUNT] if self.cache else []), *(["--network"] if self.network else []),
-                         *self.server_args],
-                volumes={self.cache: {"bind": CACHE_MOUNT, "mode": "ro"}} if self.cache else {},
+                         *(["--apis", APIS_MOUNT] if self.apis else []), *self.server_args],
+                volumes={**({self.cache: {"bind": CACHE_MOUNT, "mode": "ro"}} if self.cache else {}),
+                         **({self.apis: {"bind": APIS_MOUNT, "mode": "ro"}} if self.apis else {})},
                 # Each desktop is a bubblewrap sandbox inside the container, as with the local backend:
                 # it needs user namespaces, which Docker's default seccomp profile forbids. Nothing
                 # else is granted: the server runs as an unprivileged user with no capabilities.
