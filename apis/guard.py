@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
 import string
 
 ALLOWED_MODULES = {"uno", "math", "re", "json", "datetime", "decimal", "fractions", "statistics", "string",
@@ -22,7 +23,7 @@ ALLOWED_MODULES = {"uno", "math", "re", "json", "datetime", "decimal", "fraction
 UNO_MODULES = {"table", "awt", "beans", "style", "sheet", "text", "chart", "chart2", "util", "lang", "drawing",
                "presentation", "container", "uno", "i18n", "document"}  # com.sun.star.<these>: the document's own
 UNO_FUNCTIONS = {"systemPathToFileUrl", "fileUrlToSystemPath", "createUnoStruct", "Enum", "Bool", "Char",
-                 "ByteSequence", "Any", "getConstantByName", "getTypeByName", "isInterface", "absolutize",
+                 "ByteSequence", "getConstantByName", "getTypeByName", "isInterface", "absolutize",
                  "generateUuid"}  # what code may take from the `uno` module
 FORBIDDEN_NAMES = {"exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint", "input",
                    "exit", "quit", "help", "memoryview", "setattr", "delattr", "Formatter"}
@@ -32,8 +33,11 @@ MODULE_NAMES = {"os", "sys", "socket", "subprocess", "importlib", "builtins", "s
 # (an attribute by such a name is refused on any object; on an imported module, any attribute that is a module)
 FORBIDDEN_ATTRIBUTES = {"getScriptProvider", "getScript", "executeDispatch", "queryDispatch", "queryDispatches",
                         "dispatch", "invoke", "BasicLibraries", "DialogLibraries", "getBasicLibraries",
-                        "getDialogLibraries", "ScriptProvider", "format_map", "vformat", "get_field", "Formatter"}
-FORBIDDEN_TEXT = ("SystemShellExecute", "ScriptProvider", "macro:", "vnd.sun.star.script", "RunMacro", "__")
+                        "getDialogLibraries", "ScriptProvider", "format_map", "vformat", "get_field", "Formatter",
+                        "getEvents", "Events"}
+INTERNALS = re.compile(r"^(f|tb|gi|cr|ag|co)_|^(mro|with_traceback)$")  # frames, code, tracebacks: the way to globals
+FORBIDDEN_TEXT = ("SystemShellExecute", "ScriptProvider", "macro:", "vnd.sun.star.script", "RunMacro", "__",
+                  "MacroExecutionMode", "UpdateDocMode")
 SERVICE_FACTORIES = {"createInstance", "createInstanceWithContext", "createInstanceWithArguments",
                      "createInstanceWithArgumentsAndContext", "createUnoService"}
 URL_METHODS = {"storeToURL", "storeAsURL", "loadComponentFromURL", "insertDocumentFromURL"}
@@ -121,18 +125,15 @@ class _Checker(ast.NodeVisitor):
             self._bind(a, a.arg)
         self.generic_visit(node)
 
-    visit_AsyncFunctionDef = visit_FunctionDef
-
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._bind(node, node.name)
         self.generic_visit(node)
 
     # attributes
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr.startswith("_"):
-            self.refuse(node, f"private and dunder attributes (.{node.attr}) are not allowed")
-        elif node.attr in MODULE_NAMES or node.attr in FORBIDDEN_ATTRIBUTES:
-            self.refuse(node, f"the attribute .{node.attr} is not allowed")
+        why = _attribute_problem(node.attr)
+        if why:
+            self.refuse(node, why)
         elif node.attr in SERVICE_FACTORIES | URL_METHODS and id(node) not in self.calls:
             self.refuse(node, f".{node.attr} may only be called directly")
         base = node.value
@@ -156,8 +157,11 @@ class _Checker(ast.NodeVisitor):
         first = node.args[0] if node.args else None
         if name in ("getattr", "hasattr") and isinstance(fn, ast.Name):
             attr = node.args[1] if len(node.args) > 1 else None
-            if not (_literal(attr) and not attr.value.startswith("_") and attr.value not in MODULE_NAMES):
-                self.refuse(node, f"{name}() needs a literal, public attribute name")
+            if not _literal(attr):
+                self.refuse(node, f"{name}() needs a literal attribute name")
+            elif _attribute_problem(attr.value) or attr.value in SERVICE_FACTORIES | URL_METHODS:
+                self.refuse(node, f"{name}() of {attr.value!r}: " + (_attribute_problem(attr.value)
+                                                                     or "it may only be called directly"))
         elif name == "open" and isinstance(fn, ast.Name):
             if not (_literal(first) and _in_home(first.value) or _call_to(first, "home_path")):
                 self.refuse(node, "open() takes a literal path under /home/user, or home_path(path)")
@@ -173,6 +177,14 @@ class _Checker(ast.NodeVisitor):
                 self.refuse(node, "str.format() only on a literal with plain fields ({}, {0}, {name}); use f-strings")
         self.generic_visit(node)
 
+    def visit_Yield(self, node: ast.AST) -> None:
+        self.refuse(node, "generators are not allowed (write a list)")
+
+    visit_YieldFrom = visit_Yield
+
+    def visit_AsyncFunctionDef(self, node: ast.AST) -> None:
+        self.refuse(node, "async functions are not allowed")
+
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
         for attr in node.kwd_attrs:
             if attr.startswith("_"):
@@ -185,6 +197,15 @@ class _Checker(ast.NodeVisitor):
             bad = next((t for t in FORBIDDEN_TEXT if t.lower() in text.lower()), None)
             if bad:
                 self.refuse(node, f"a string holding {bad!r} is not allowed")
+
+
+def _attribute_problem(attr: str) -> str:
+    """Why `.attr` may not be read ('' when it may)."""
+    if attr.startswith("_"):
+        return f"private and dunder attributes (.{attr}) are not allowed"
+    if attr in MODULE_NAMES or attr in FORBIDDEN_ATTRIBUTES or INTERNALS.search(attr):
+        return f"the attribute .{attr} is not allowed"
+    return ""
 
 
 def _literal(node) -> bool:
@@ -229,5 +250,6 @@ def _plain_fields(template: str) -> bool:
 
 
 def _in_home(path: str) -> bool:
+    """Inside /home/user, and not in a hidden folder or file (the apps' settings live there)."""
     p = posixpath.normpath(path)
-    return p == HOME or p.startswith(HOME + "/")
+    return (p == HOME or p.startswith(HOME + "/")) and not any(part.startswith(".") for part in p.split("/"))

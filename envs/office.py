@@ -47,6 +47,10 @@ _SEED_SETTINGS = {  # (node path, property) -> value, written into registrymodif
     ("/org.openoffice.Office.Recovery/RecoveryInfo", "Enabled"): "false",
     ("/org.openoffice.Office.Common/Save/Document", "WarnAlienFormat"): "false",
     ("/org.openoffice.Office.Common/Misc", "UseSystemFileDialog"): "false",
+    # No macro ever runs: not a document's (whatever MacroExecutionMode a load asks for), not the user's.
+    # Generated API code and tasks' files must not reach Basic's Shell() through the office.
+    ("/org.openoffice.Office.Common/Security/Scripting", "DisableMacrosExecution"): "true",
+    ("/org.openoffice.Office.Common/Security/Scripting", "MacroSecurityLevel"): "3",
 }
 
 

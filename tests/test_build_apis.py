@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -299,6 +300,52 @@ def test_without_the_ast_check_generated_code_still_cannot_write_outside_the_san
     # Checked, the same code never runs.
     refused = desktop.run_generated(generated.worker_request("calc", code, mode="call", function="escape"), 20)
     assert not refused["ok"] and refused["error"].startswith("refused:")
+
+
+MACRO_DOCUMENT = '''<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+ xmlns:script="urn:oasis:names:tc:opendocument:xmlns:script:1.0" xmlns:ooo="http://openoffice.org/2004/office"
+ xmlns:xlink="http://www.w3.org/1999/xlink" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+ xmlns:dom="http://www.w3.org/2001/xml-events" office:version="1.3"
+ office:mimetype="application/vnd.oasis.opendocument.spreadsheet">
+ <office:scripts>
+  <office:script script:language="ooo:Basic"><ooo:libraries><ooo:library-embedded ooo:name="Standard">
+   <ooo:module ooo:name="Module1"><ooo:source-code>Sub Main
+ Shell("/bin/sh", 0, "-c ""echo ran &gt; /tmp/macro-ran""")
+End Sub
+</ooo:source-code></ooo:module></ooo:library-embedded></ooo:libraries></office:script>
+  <office:event-listeners><script:event-listener script:language="ooo:script" script:event-name="dom:load"
+   xlink:href="vnd.sun.star.script:Standard.Module1.Main?language=Basic&amp;location=document"
+   xlink:type="simple"/></office:event-listeners>
+ </office:scripts>
+ <office:body><office:spreadsheet><table:table table:name="S"/></office:spreadsheet></office:body>
+</office:document>
+'''
+
+
+def test_no_macro_runs_even_when_a_load_asks_for_it(server):
+    """Found in review: a document's macros are a way from the office to a shell that no text check can
+    close (names can be built at run time). The office's profile disables macros altogether."""
+    srv, client = server
+    desktop = srv.slots[0].desktop
+    desktop.reset()
+    desktop.office.open_app("calc")
+    desktop.sandbox.write("/home/user/report.fods", MACRO_DOCUMENT.encode())
+    code = textwrap.dedent('''
+        from com.sun.star.beans import PropertyValue
+
+        def open_with_macros() -> str:
+            """Load a document, its macros allowed."""
+            frame = doc.getCurrentController().getFrame()
+            mode = PropertyValue("Macro" + "ExecutionMode", 0, 4, 0)  # ALWAYS_EXECUTE_NO_WARN
+            loaded = frame.loadComponentFromURL(file_url("/home/user/report.fods"), "_blank", 0, (mode,))
+            return loaded.getURL()
+    ''')
+    answer = desktop.run_generated(generated.worker_request("calc", code, mode="call", function="open_with_macros",
+                                                            check=False), 30)
+    assert answer["ok"] and answer["result"].endswith("report.fods"), answer  # loaded...
+    time.sleep(3)
+    assert desktop.sandbox.read("/tmp/macro-ran") is None  # ...and its macro never ran
 
 
 def test_a_real_model_builds_through_the_openai_engine(run_dir, llama_server):

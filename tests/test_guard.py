@@ -38,8 +38,8 @@ def test_ordinary_uno_code_passes():
     ("from com.sun.star.system import SystemShellExecute", "import of 'com.sun.star.system'"),
     ("from . import kit", "relative imports"),
     ("m = __import__('os')", "__import__"),
-    ("f = getattr(cell, '__globals__')", "getattr() needs a literal, public"),
-    ("f = getattr(cell, name)", "getattr() needs a literal, public"),
+    ("f = getattr(cell, '__globals__')", "private and dunder attributes"),
+    ("f = getattr(cell, name)", "getattr() needs a literal attribute name"),
     ("x = cell.__class__.__mro__", "dunder attribute"),
     ("b = __builtins__", "the name __builtins__"),
     ("c = compile('1+1', 'x', 'eval')", "the name compile"),
@@ -79,6 +79,19 @@ def test_ordinary_uno_code_passes():
     ("doc.storeToURL('file:///tmp/x.ods', ())", "storeToURL() takes file_url(path)"),
     ("def home_path(p):\n    return p", "home_path may not be redefined"),
     ("import com.sun.star.table", "write `from com.sun.star.table import Name`"),
+    # found by the second review: frames, generators, getattr of what an attribute may not be, macros
+    ("def g():\n    yield 1\nb = g().gi_frame.f_builtins", "generators are not allowed"),
+    ("b = (x for x in [1]).gi_frame.f_builtins", "the attribute .gi_frame"),
+    ("async def c():\n    pass", "async functions are not allowed"),
+    ("t = err.with_traceback(None)", "the attribute .with_traceback"),
+    ("m = int.mro()", "the attribute .mro"),
+    ("x = getattr(doc, 'BasicLibraries')", "getattr() of 'BasicLibraries'"),
+    ("f = getattr(frame, 'loadComponentFromURL')", "it may only be called directly"),
+    ("f = getattr(g, 'gi_frame')", "the attribute .gi_frame"),
+    ("PropertyValue('MacroExecutionMode', 0, 4, 0)", "MacroExecutionMode"),
+    ("doc.getEvents().replaceByName('OnLoad', x)", "the attribute .getEvents"),
+    ("import uno\na = uno.Any('[]long', (1,))", "uno.Any is not allowed"),
+    ("open('/home/user/.config/libreoffice/4/user/basic/x.xba', 'w')", "open() takes a literal path"),
 ])
 def test_an_escape_is_refused_with_its_reason(code, why):
     found = refusals(code)
