@@ -177,7 +177,7 @@ def _verdict(spec: Spec, code: str, tests: str, test_on, refusals) -> tuple[str,
     problem = builder.signature_problem(code, spec)
     if problem:
         return "no_code", problem
-    why = refusals(code) + refusals(tests)
+    why = refusals(code, frozenset(builder.HELPER_NAMES)) + refusals(tests, frozenset(builder.HELPER_NAMES))
     if why:
         return "refused", "refused: " + "; ".join(why[:5])
     counted = builder.asserting_tests(tests, spec.name)
