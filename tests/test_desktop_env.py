@@ -232,6 +232,13 @@ def test_gymnasium_contract(server):
     env.close()
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # gone meanwhile
+        return b""
+
+
 def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path, monkeypatch):
     from computerrl.envs.desktop import Desktop
 
@@ -240,9 +247,12 @@ def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path, monkeypatch):
     roots = [desktop.sandbox.proc.pid, desktop._xvfb.pid]
     # A process that hid in a new session with a cleared environment is still the desktop's.
     desktop.sandbox.run(["bash", "-c", "setsid env -i sleep 300 >/dev/null 2>&1 < /dev/null &"], env=desktop.env)
+    def sleeping() -> bool:  # setsid and env exec into sleep a moment after bash returned
+        return any(b"sleep" in _cmdline(p) for p in descendants(roots))
+
+    assert wait_until(sleeping, timeout_s=5)
     running = descendants(roots)
     assert len(running) >= 8  # Xvfb, the sandbox, D-Bus, the AT-SPI bus and registry, openbox, soffice, sleep
-    assert any(b"sleep" in Path(f"/proc/{p}/cmdline").read_bytes() for p in running)
     desktop.close()
     desktop.close()
     assert wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in running), timeout_s=5)
