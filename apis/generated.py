@@ -1,5 +1,5 @@
-"""Generated application APIs (`computerrl build-apis`): specs, the module they are kept in, and the
-request that runs one inside a desktop's sandbox.
+"""Generated application APIs (`computerrl build-apis`): their signatures, the module they are kept
+in, loading it with `--apis`, and the request that runs one inside a desktop's sandbox.
 
 A generated API is a plain function, written by a model, with literal-typed parameters and a
 one-line docstring, e.g. `def fill_down(range_str: str) -> None`. It joins its app's API class
