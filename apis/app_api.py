@@ -27,6 +27,8 @@ class AppApi:
 
     app: ClassVar[str]  # focused app it needs: "calc", "writer" or "impress"
     service: ClassVar[str]  # UNO service the document must support
+    noun: ClassVar[str] = "document"  # what messages call it ("workbook", "presentation")
+    save_as_hint: ClassVar[str] = "use Save As (ctrl+shift+s) to choose one"  # for a document with no file yet
 
     def __init__(self, doc: Any, ctx: Any):
         self.doc, self.ctx = doc, ctx  # ctx: the office's UNO component context
@@ -70,6 +72,28 @@ class AppApi:
         import uno
 
         return self.path(uno.fileUrlToSystemPath(url), "the document's location")
+
+    def store(self, path: PurePosixPath, filter_name: str, *, to: bool = True, **extra) -> None:
+        """Write the document to `path` with a filter: a copy (storeToURL), or with `to` False, as its
+        new file (storeAsURL). `extra`: the filter's other properties."""
+        from com.sun.star.beans import PropertyValue
+
+        props = [PropertyValue(Name="FilterName", Value=filter_name)]
+        props += [PropertyValue(Name=k, Value=v) for k, v in extra.items()]
+        try:
+            (self.doc.storeToURL if to else self.doc.storeAsURL)(self.url(path), tuple(props))
+        except Exception as e:  # noqa: BLE001 - an IOException from UNO: a path it cannot write
+            raise ApiError(f"could not write {path}: {getattr(e, 'Message', e) or type(e).__name__}") from None
+
+    def save(self) -> str:
+        """The stub's `save()`, for every app: the document to its own file, in its format."""
+        if not self.doc.hasLocation():
+            raise ApiError(f"the {self.noun} has no file yet; {self.save_as_hint}")
+        try:
+            self.doc.store()
+        except Exception as e:  # noqa: BLE001 - an IOException from UNO: a read-only or vanished file
+            raise ApiError(f"could not save: {getattr(e, 'Message', e) or type(e).__name__}") from None
+        return f"Saved {self.doc.getLocation()}"
 
     @classmethod
     def app_info(cls, doc: Any, max_chars: int) -> str:

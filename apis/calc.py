@@ -209,6 +209,7 @@ def _formula_api(formula: str) -> str:
 class CalcApi(AppApi):
     app = "calc"
     service = "com.sun.star.sheet.SpreadsheetDocument"
+    noun = "workbook"
 
     # helpers
 
@@ -268,19 +269,7 @@ class CalcApi(AppApi):
             raise ApiError(f"sheet {self._active.getName()!r} has no chart; create one with create_chart first")
         return charts.getByIndex(0).getEmbeddedObject()
 
-    def _store(self, url: str, filter_name: str, **extra) -> None:
-        from com.sun.star.beans import PropertyValue
-
-        props = [PropertyValue(Name="FilterName", Value=filter_name)]
-        props += [PropertyValue(Name=k, Value=v) for k, v in extra.items()]
-        try:
-            self.doc.storeToURL(url, tuple(props))
-        except Exception as e:  # noqa: BLE001 - an IOException from UNO: a path it cannot write
-            raise ApiError(f"could not write {url}: {getattr(e, 'Message', e) or type(e).__name__}") from None
-
     def _doc_path(self, suffix: str) -> PurePosixPath:
-        import uno
-
         if not self.doc.hasLocation():
             raise ApiError("the workbook has never been saved; save it first (ctrl+shift+s)")
         return self.local(self.doc.getLocation()).with_suffix(suffix)
@@ -343,11 +332,9 @@ class CalcApi(AppApi):
         return f"Wrote the transposed values to {col_letter(start.StartColumn)}{start.StartRow + 1}:{end}"
 
     def export_to_csv(self) -> str:
-        import uno
-
         path = self._doc_path(".csv")
         # comma-separated, '"' quotes, UTF-8 (76), from line 1; Calc exports the active sheet.
-        self._store(self.url(path), "Text - txt - csv (StarCalc)", FilterOptions="44,34,76,1")
+        self.store(path, "Text - txt - csv (StarCalc)", FilterOptions="44,34,76,1")
         return f"Exported sheet {self._active.getName()!r} to {path}"
 
     def sort_column(self, column_name: str, ascending: bool = True, start_index: int = 2) -> str:
@@ -637,9 +624,9 @@ class CalcApi(AppApi):
                 selection.addRangeAddress(area.getRangeAddress(), False)
             selected = (PropertyValue(Name="Selection", Value=selection),)
             filter_data = uno.Any("[]com.sun.star.beans.PropertyValue", selected)
-            self._store(url, "calc_pdf_Export", FilterData=filter_data)
+            self.store(path, "calc_pdf_Export", FilterData=filter_data)
         else:
-            self._store(url, "calc_pdf_Export")
+            self.store(path, "calc_pdf_Export")
         if open_after_export:
             desktop = self._controller.getFrame().getCreator()
             desktop.loadComponentFromURL(url, "_blank", 0, ())
@@ -648,15 +635,6 @@ class CalcApi(AppApi):
     def set_zoom_level(self, zoom_percentage: int) -> None:
         self._controller.ZoomType = 3  # com.sun.star.view.DocumentZoomType.BY_VALUE
         self._controller.ZoomValue = zoom_percentage
-
-    def save(self) -> str:
-        if not self.doc.hasLocation():
-            raise ApiError("the workbook has no file yet; use Save As (ctrl+shift+s) to choose one")
-        try:
-            self.doc.store()
-        except Exception as e:  # noqa: BLE001 - an IOException from UNO: a read-only or vanished file
-            raise ApiError(f"could not save: {getattr(e, 'Message', e) or type(e).__name__}") from None
-        return f"Saved {self.doc.getLocation()}"
 
     # --- observation ---
 

@@ -16,7 +16,6 @@ LibreOffice. Every method runs on LibreOffice's main thread (see `Desktop.run_ap
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from computerrl.apis.app_api import ApiError, AppApi, implements
@@ -192,6 +191,8 @@ def _office_context(doc):
 class ImpressApi(AppApi):
     app = "impress"
     service = "com.sun.star.presentation.PresentationDocument"
+    noun = "presentation"
+    save_as_hint = "use save_as with a path like /home/user/slides.pptx"
 
     # helpers
 
@@ -243,19 +244,6 @@ class ImpressApi(AppApi):
         return provider.createInstanceWithArguments("com.sun.star.configuration.ConfigurationUpdateAccess",
                                                     (PropertyValue(Name="nodepath", Value=node),))
 
-    def _store(self, path: PurePosixPath, filter_name: str, to: bool = True, **extra) -> None:
-        import uno
-        from com.sun.star.beans import PropertyValue
-
-        props = [PropertyValue(Name="FilterName", Value=filter_name)]
-        props += [PropertyValue(Name=k, Value=v) for k, v in extra.items()]
-        url = self.url(path)
-        try:
-            (self.doc.storeToURL if to else self.doc.storeAsURL)(url, tuple(props))
-        except Exception as e:  # noqa: BLE001 - an IOException from UNO: a path it cannot write
-            why = getattr(e, "Message", e) or type(e).__name__
-            raise ApiError(f"could not write {path}: {why}") from None
-
     def _place(self, slide, shape, position: dict | None, size: dict | None = None) -> None:
         import uno
 
@@ -275,15 +263,6 @@ class ImpressApi(AppApi):
         shape.Position = point
 
     # the API
-
-    def save(self) -> str:
-        if not self.doc.hasLocation():
-            raise ApiError("the presentation has no file yet; use save_as with a path like /home/user/slides.pptx")
-        try:
-            self.doc.store()
-        except Exception as e:  # noqa: BLE001 - an IOException from UNO: a read-only or vanished file
-            raise ApiError(f"could not save: {getattr(e, 'Message', e) or type(e).__name__}") from None
-        return f"Saved {self.doc.getLocation()}"
 
     def go_to_slide(self, slide_index: int) -> str:
         self._controller.setCurrentPage(self._slide(slide_index))
@@ -445,7 +424,7 @@ class ImpressApi(AppApi):
         if suffix not in _SAVE_FILTERS:
             raise ApiError(f"unknown extension {suffix or '(none)'!r}; use one of {', '.join(_SAVE_FILTERS)}")
         # storeAsURL would make a PDF "the document's file"; a PDF is an export.
-        self._store(path, _SAVE_FILTERS[suffix], to=suffix == ".pdf", Overwrite=overwrite)
+        self.store(path, _SAVE_FILTERS[suffix], to=suffix == ".pdf", Overwrite=overwrite)
         return f"Saved to {path}"
 
     def insert_image(self, slide_index: int, image_path: str, width: float | None = None,
@@ -540,7 +519,7 @@ class ImpressApi(AppApi):
             for n in numbers:
                 controller.setCurrentPage(self._slide(n))  # the graphic filters export the current slide
                 target = path if slide_index or len(numbers) == 1 else path.with_name(f"{path.stem}_{n}{path.suffix}")
-                self._store(target, filter_name)
+                self.store(target, filter_name)
                 written.append(target.name)
         finally:
             controller.setCurrentPage(current)

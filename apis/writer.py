@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from computerrl.apis.app_api import ApiError, AppApi, implements
@@ -260,26 +259,7 @@ class WriterApi(AppApi):
                 cursor.setPropertyValue(name, value)
         return len(targets)
 
-    def _store(self, url: str, filter_name: str, **extra) -> None:
-        from com.sun.star.beans import PropertyValue
-
-        props = [PropertyValue(Name="FilterName", Value=filter_name)]
-        props += [PropertyValue(Name=k, Value=v) for k, v in extra.items()]
-        try:
-            self.doc.storeToURL(url, tuple(props))
-        except Exception as e:  # noqa: BLE001 - an IOException from UNO: a path it cannot write
-            raise ApiError(f"could not write {url}: {getattr(e, 'Message', e) or type(e).__name__}") from None
-
     # the API
-
-    def save(self) -> str:
-        if not self.doc.hasLocation():
-            raise ApiError("the document has no file yet; use Save As (ctrl+shift+s) to choose one")
-        try:
-            self.doc.store()
-        except Exception as e:  # noqa: BLE001 - an IOException from UNO: a read-only or vanished file
-            raise ApiError(f"could not save: {getattr(e, 'Message', e) or type(e).__name__}") from None
-        return f"Saved {self.doc.getLocation()}"
 
     def write_text(self, text: str, bold: bool = False, italic: bool = False, size: float | None = None) -> str:
         import uno
@@ -451,7 +431,7 @@ class WriterApi(AppApi):
         jpeg, reduce = {"standard": (75, True), "high": (95, False), "print": (100, False)}[quality]
         data = (PropertyValue(Name="Quality", Value=jpeg), PropertyValue(Name="ReduceImageResolution", Value=reduce),
                 PropertyValue(Name="ExportNotes", Value=include_comments))
-        self._store(self.url(path), "writer_pdf_Export",
+        self.store(path, "writer_pdf_Export",
                     FilterData=uno.Any("[]com.sun.star.beans.PropertyValue", data))
         return str(path)
 
