@@ -8,7 +8,10 @@
                    "options": {...} | [...], "postconfig": [...]}}
 
 A malformed file fails with a `TaskError` that names the file and the field; `unsupported()`
-names every setup step, getter and metric the task uses that this build cannot run.
+names every setup step, getter and metric the task uses that this build cannot run. What OSWorld's
+own loader takes loads here too: an empty evaluator (`"func": ""`, or none at all) makes a task with
+no evaluator, and a getter whose parameters cannot work (an empty path) makes a task that names it
+among its needs; neither is malformed.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ class Task:
     related_apps: list[str] = dataclasses.field(default_factory=list)
     path: str = ""  # the file it came from ("" when built in memory)
     network: bool = False  # the desktop's sandbox shares the host's network (our extension; default: none)
+    no_evaluator: str = ""  # why the task has no evaluator ("" = it has one)
 
     @property
     def metrics(self) -> list[str]:
-        func = self.evaluator["func"]
+        func = self.evaluator.get("func", [])
         return [func] if isinstance(func, str) else list(func)
 
     @property
@@ -55,10 +59,13 @@ class Task:
         """What this task needs that is not registered, e.g. ["setup step 'download'", "metric 'x'"]."""
         from computerrl.envs.tasks import getters, metrics, setup  # noqa: F401 - they fill the registries
 
+        missing = [f"no evaluator ({self.no_evaluator})"] if self.no_evaluator else []
         steps = [s["type"] for s in self.config + self.evaluator.get("postconfig", [])]
-        missing = [f"setup step {t!r}" for t in dict.fromkeys(steps) if t not in SETUP_STEPS]
+        missing += [f"setup step {t!r}" for t in dict.fromkeys(steps) if t not in SETUP_STEPS]
         missing += [f"getter {g['type']!r}" for g in self.getters if g["type"] not in GETTERS]
         missing += [f"getter {g['type']!r} with multi" for g in self.getters if g.get("multi")]
+        missing += [f"getter {g['type']!r} with {name} {problem}" for g in self.getters if not g.get("multi")
+                    for name, problem in setup.check_parameters(g["type"], g, getters.GETTER_PARAMETERS)]
         missing += [f"metric {m!r}" for m in dict.fromkeys(self.metrics) if m not in METRICS]
         options = self.evaluator.get("options") or {}
         for name, opts in zip(self.metrics, options if isinstance(options, list) else [options] * len(self.metrics)):
@@ -101,15 +108,19 @@ def parse_task(data: Any, where: str = "<task>") -> Task:
     for i, step in enumerate(config):
         _check_step(step, f"config[{i}]", need)
     ev = data.get("evaluator")
-    need(isinstance(ev, dict), "evaluator", "expected an object")
+    no_evaluator = ("it is missing" if ev is None else f"it is {json.dumps(ev)[:40]}, not an object"
+                    if not isinstance(ev, dict) else "its func is empty" if ev.get("func") in ("", []) else "")
+    if no_evaluator:  # as OSWorld loads such a file: a task that cannot be scored
+        ev = {"func": [], "postconfig": ev.get("postconfig", []) if isinstance(ev, dict) else []}
     func = ev.get("func")
-    need(isinstance(func, str) or (isinstance(func, list) and func and all(isinstance(f, str) for f in func)),
+    need(isinstance(func, str) or (isinstance(func, list) and (func or no_evaluator)
+                                   and all(isinstance(f, str) for f in func)),
          "evaluator.func", "expected a metric name or a non-empty list of them")
     n = 1 if isinstance(func, str) else len(func)
     need(ev.get("conj", "and") in ("and", "or"), "evaluator.conj", 'expected "and" or "or"')
     for key in ("result", "expected"):
         spec = ev.get(key)
-        if spec is None and (key == "expected" or func == "infeasible"):
+        if spec is None and (key == "expected" or func == "infeasible" or no_evaluator):
             continue  # some metrics compare against options only; infeasible needs no result
         specs = spec if isinstance(spec, list) else [spec]
         one_per_metric = isinstance(spec, list) and len(spec) == n if isinstance(func, list) else isinstance(spec, dict)
@@ -119,7 +130,6 @@ def parse_task(data: Any, where: str = "<task>") -> Task:
             field = f"evaluator.{key}[{i}]" if isinstance(spec, list) else f"evaluator.{key}"
             need(isinstance(s, dict) and isinstance(s.get("type"), str), f"{field}.type",
                  "expected a getter type (string)")
-            _check_getter(s, field, need)
     options = ev.get("options", {})
     need(isinstance(options, dict) or (isinstance(func, list) and isinstance(options, list) and len(options) == n),
          "evaluator.options", f"expected an object, or a list of {n} (one per metric)")
@@ -132,17 +142,7 @@ def parse_task(data: Any, where: str = "<task>") -> Task:
     need(isinstance(data.get("network", False), bool), "network", "expected true or false")
     return Task(id=data["id"], instruction=data["instruction"], config=config, evaluator=ev,
                 snapshot=str(data.get("snapshot", "")), source=str(data.get("source", "")), related_apps=apps,
-                path=where, network=data.get("network", False))
-
-
-def _check_getter(spec: dict, field: str, need) -> None:
-    from computerrl.envs.tasks.getters import GETTER_PARAMETERS
-    from computerrl.envs.tasks.setup import check_parameters
-
-    if spec.get("multi"):  # OSWorld's many-files form: reported as unsupported, not checked here
-        return
-    for name, problem in check_parameters(spec["type"], spec, GETTER_PARAMETERS):
-        need(False, f"{field}.{name}", problem)
+                path=where, network=data.get("network", False), no_evaluator=no_evaluator)
 
 
 def _check_step(step: Any, field: str, need) -> None:
