@@ -18,7 +18,10 @@ app = typer.Typer(help="Task files in OSWorld's JSON format: check what this bui
 def check(
     folder: Annotated[Path, typer.Argument(help="Folder searched recursively for *.json task files.")],
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every problem, not only a summary.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON line: files, supported, unsupported "
+                                          "by reason, malformed, needs-account.")] = False,
 ):
+    import json
     from collections import Counter
 
     from rich.console import Console
@@ -29,31 +32,37 @@ def check(
     files = sorted(folder.rglob("*.json"))
     if not files:
         raise typer.BadParameter(f"no *.json files under {folder}", param_hint="FOLDER")
-    ok, malformed, unsupported, needs = [], [], [], Counter()
+    ok, malformed, unsupported, account, needs = [], [], [], [], Counter()
     for f in files:
         try:
             task = load_task(f)
         except TaskError as e:
             malformed.append(str(e))
             continue
-        missing = task.unsupported()
-        if missing:
+        if task.needs_account():  # apart: no build runs these offline, however complete
+            account.append(f"{f}: needs a network account ({', '.join(task.needs_account())})")
+        elif missing := task.unsupported():
             unsupported.append(f"{f}: needs {', '.join(missing)}")
             needs.update(missing)
         else:
             ok.append(task)
     console = Console(soft_wrap=True)  # long paths stay on one line: greppable
     console.print(f"[bold]{len(files)}[/] task files: [green]{len(ok)} load and are supported[/], "
-                  f"[yellow]{len(unsupported)} need what this build lacks[/], [red]{len(malformed)} malformed[/]")
+                  f"[yellow]{len(unsupported)} need what this build lacks[/], "
+                  f"{len(account)} need a network account, [red]{len(malformed)} malformed[/]")
     if needs:
         table = Table("unsupported", "tasks needing it", title="what is missing")
         for what, count in needs.most_common():
             table.add_row(what, str(count))
         console.print(table)
-    for line in malformed + (unsupported if verbose else []):
+    for line in malformed + (unsupported + account if verbose else []):
         typer.echo(line)  # unwrapped: one problem per line, easy to grep
-    if unsupported and not verbose:
+    if (unsupported or account) and not verbose:
         console.print("(--verbose lists the unsupported files one by one)")
+    if as_json:
+        typer.echo(json.dumps({"files": len(files), "supported": len(ok), "unsupported": len(unsupported),
+                               "unsupported_by_reason": dict(needs.most_common()), "malformed": len(malformed),
+                               "needs_account": len(account)}))
     raise typer.Exit(0 if len(ok) == len(files) else 1)
 
 

@@ -86,11 +86,24 @@ def test_tasks_check_reports_every_file_and_survives_bad_ones(tmp_path):
     write(tmp_path / "sub", "worse.json", "[1, 2")
     result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path), "--verbose"])
     assert result.exit_code == 1
-    assert "4 task files: 1 load and are supported, 1 need what this build lacks, 2 malformed" in result.output
+    assert ("4 task files: 1 load and are supported, 1 need what this build lacks, 0 need a network account, "
+            "2 malformed") in result.output
     assert "bad.json: field 'evaluator.func'" in result.output
     assert "worse.json: not JSON" in result.output
     assert ("needs.json: needs setup step 'teleport', getter 'vm_mind_reader', metric 'no_such_metric'"
             in result.output)
+
+
+def test_tasks_that_sign_in_somewhere_are_counted_apart_and_the_json_line_sums_up(tmp_path):
+    write(tmp_path, "good.json", CALC_TASK)
+    write(tmp_path, "drive.json", {**CALC_TASK, "config": [{"type": "googledrive", "parameters": {}},
+                                                           {"type": "login", "parameters": {}}]})
+    write(tmp_path, "needs.json", {**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"], "func": "no_such_metric"}})
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path), "--json", "--verbose"])
+    assert "drive.json: needs a network account (setup step 'googledrive', setup step 'login')" in result.output
+    assert json.loads(result.output.strip().splitlines()[-1]) == {
+        "files": 3, "supported": 1, "unsupported": 1, "unsupported_by_reason": {"metric 'no_such_metric'": 1},
+        "malformed": 0, "needs_account": 1}
 
 
 def test_tasks_check_exits_zero_when_everything_loads(tmp_path):
@@ -137,7 +150,8 @@ def test_hostile_files_are_named_and_the_others_still_checked(tmp_path):
     write(tmp_path, "good.json", CALC_TASK)
     result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path)])
     assert result.exit_code == 1, result.output
-    assert "3 task files: 1 load and are supported, 0 need what this build lacks, 2 malformed" in result.output
+    assert ("3 task files: 1 load and are supported, 0 need what this build lacks, 0 need a network account, "
+            "2 malformed") in result.output
     assert "deep.json: not a task: JSON nested too deeply" in result.output
     assert "digits.json: not a task:" in result.output and "digits" in result.output
 

@@ -23,6 +23,9 @@ from typing import Any
 
 from computerrl.envs.tasks.registry import GETTERS, METRICS, SETUP_STEPS
 
+ACCOUNT_STEPS = {"googledrive", "login"}  # OSWorld's steps that sign in to an outside service
+ACCOUNT_GETTERS = {"googledrive_file"}
+
 
 class TaskError(ValueError):
     """A task file that is not a valid task; the message names the file and the field."""
@@ -54,6 +57,13 @@ class Task:
             spec = self.evaluator.get(key)
             out += spec if isinstance(spec, list) else [spec] if spec else []
         return out
+
+    def needs_account(self) -> list[str]:
+        """The steps and getters that need an outside account (Google Drive, a web login): no build runs
+        them offline, whatever it supports."""
+        steps = [s["type"] for s in self.config + self.evaluator.get("postconfig", [])]
+        return list(dict.fromkeys([f"setup step {t!r}" for t in steps if t in ACCOUNT_STEPS]
+                                  + [f"getter {g['type']!r}" for g in self.getters if g["type"] in ACCOUNT_GETTERS]))
 
     def unsupported(self) -> list[str]:
         """What this task needs that is not registered, e.g. ["setup step 'download'", "metric 'x'"]."""
