@@ -176,6 +176,17 @@ def test_an_unsupported_metric_is_refused_by_name(task_env):
         task_env.reset(options={"task": task})
 
 
+def test_a_postconfig_step_that_fails_after_the_agent_is_noted_and_scoring_goes_on(task_env):
+    """As OSWorld: the agent saved its answer and closed the window the postconfig wants to activate."""
+    task = {**WRITER_TASK, "evaluator": {**WRITER_TASK["evaluator"], "postconfig": [
+        {"type": "activate_window", "parameters": {"window_name": "letter.docx - LibreOffice Writer", "strict": True}},
+        {"type": "sleep", "parameters": {"seconds": 0.1}}]}}
+    reward, info = play(task_env, task, ["Agent.type(text='Dear team')", "WriterTools.save()",
+                                         "Agent.hotkey(['ctrl', 'w'])", "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+    assert "postconfig step 0 (activate_window)" in info["score_detail"], info
+
+
 def test_osworld_postconfig_saves_through_pyautogui_on_the_desktop(task_env):
     """OfficeWorld's tasks save the document in their postconfig with pyautogui: it must reach the desktop."""
     task = {**WRITER_TASK, "evaluator": {**WRITER_TASK["evaluator"], "postconfig": [

@@ -33,10 +33,11 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
         return 0.0, "the agent gave up on a feasible task"
     ev, n = task.evaluator, len(task.metrics)
     budget = Budget.of(trusted=True)  # the evaluation's commands run out of the agent's reach
-    run_steps(desktop, ev.get("postconfig", []), budget)
+    failed: list[str] = []  # a postconfig step that fails on what the agent left (a closed window) is noted
+    run_steps(desktop, ev.get("postconfig", []), budget, failed)
     results, expected = _per_metric(ev.get("result"), n), _per_metric(ev.get("expected"), n)
     options = _per_metric(ev.get("options") or {}, n)
-    conj, scores, notes = ev.get("conj", "and"), [], []
+    conj, scores, notes = ev.get("conj", "and"), [], [f"postconfig {f}" for f in failed]
     with tempfile.TemporaryDirectory(prefix="computerrl-eval-") as out:
         for name, res, exp, opts in zip(task.metrics, results, expected, options):
             result, gold = fetch(desktop, res, Path(out), budget), fetch(desktop, exp, Path(out), budget)

@@ -281,14 +281,18 @@ def close_window(desktop: "Desktop", budget: Budget, window_name: str, strict: b
     _xdotool(desktop, "windowclose", str(w.id))
 
 
-def run_steps(desktop: "Desktop", steps: list[dict], budget: Budget) -> None:
+def run_steps(desktop: "Desktop", steps: list[dict], budget: Budget, failed: list[str] | None = None) -> None:
+    """Run steps in order; the first that fails raises SetupError, unless `failed` collects the
+    failures and every step runs (an evaluation's postconfig: OSWorld logs them and scores)."""
     for i, s in enumerate(steps):
         try:
             budget.left(1.0)  # a spent budget ends the setup before its next step
             SETUP_STEPS[s["type"]](desktop, budget, **s.get("parameters", {}))
-        except SetupError:
-            raise
         except TimeoutError:  # a hung office: the desktop's problem, reported as such by the caller
             raise
         except Exception as e:  # noqa: BLE001 - a corrupt file LibreOffice refuses, a sandbox gone, …
-            raise SetupError(f"setup step {i} ({s['type']}) failed: {type(e).__name__}: {e}") from None
+            error = e if isinstance(e, SetupError) else SetupError(
+                f"setup step {i} ({s['type']}) failed: {type(e).__name__}: {e}")
+            if failed is None:
+                raise error from None
+            failed.append(f"step {i} ({s['type']}): {e}")
