@@ -333,8 +333,10 @@ class CalcApi(AppApi):
 
     def export_to_csv(self) -> str:
         path = self._doc_path(".csv")
-        # comma-separated, '"' quotes, UTF-8 (76), from line 1; Calc exports the active sheet.
-        self.store(path, "Text - txt - csv (StarCalc)", FilterOptions="44,34,76,1")
+        # As Calc's own File > Save As CSV writes it: comma-separated, '"' quotes only where a field needs
+        # them (not every text cell: the 7th token), UTF-8 (76), from line 1, cells as shown (the 9th).
+        # Fewer tokens make LibreOffice 7.4 quote all text, which OSWorld's CSV checks count as wrong.
+        self.store(path, "Text - txt - csv (StarCalc)", FilterOptions="44,34,76,1,,0,false,true,true,false,false")
         return f"Exported sheet {self._active.getName()!r} to {path}"
 
     def sort_column(self, column_name: str, ascending: bool = True, start_index: int = 2) -> str:
