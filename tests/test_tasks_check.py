@@ -188,3 +188,17 @@ def test_a_task_without_an_evaluator_loads_and_says_so(tmp_path, evaluator, why)
     task = load_task(write(tmp_path, "no-eval.json", data))
     assert task.no_evaluator and task.metrics == [] and task.getters == []
     assert task.unsupported() == [why]
+
+
+@pytest.mark.parametrize("step, needs", [
+    ({"type": "launch", "parameters": {"command": ["no-such-editor", "a.txt"]}},
+     ["program 'no-such-editor' (not in the desktop)"]),
+    ({"type": "execute", "parameters": {"command": ["/usr/bin/no-such-tool"]}},
+     ["program '/usr/bin/no-such-tool' (not in the desktop)"]),
+    ({"type": "launch", "parameters": {"command": ["gnome-terminal"]}}, []),  # OSWorld's name: our terminal
+    ({"type": "execute", "parameters": {"command": ["python", "-c", "pass"]}}, []),  # the stand-in python
+    ({"type": "execute", "parameters": {"command": "export X=1; ls", "shell": True}}, []),
+    ({"type": "execute", "parameters": {"command": ["./setup.sh"]}}, []),  # the task's own script
+])
+def test_a_task_is_supported_only_if_the_programs_it_starts_are_in_the_desktop(step, needs):
+    assert parse_task({**CALC_TASK, "config": [step]}).unsupported() == needs

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -206,6 +207,29 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
     if flag(shell) or isinstance(command, str):
         return ["bash", "-c", command if isinstance(command, str) else shlex.join(map(str, command))]
     return [str(c) for c in command]
+
+
+DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/sandbox.py)
+STAND_INS = {"sudo", "python", "gnome-terminal", "x-terminal-emulator", "libreoffice", "soffice"}  # ours, or handled
+SHELL_WORDS = {"export", "cd", "echo", "source", ".", "set", "unset", "eval", "exec", "true", "false", "test", "[",
+               "if", "for", "while", "case", "read", "printf", "pwd", "kill", "wait", "sleep"}
+
+
+def missing_program(step: dict) -> str:
+    """The program a launch/execute/command step starts when the desktop has no such program ('' otherwise).
+    A relative path (a script the task brought) and shell syntax are taken as they come."""
+    if step.get("type") not in ("launch", "execute", "command"):
+        return ""
+    command = step.get("parameters", {}).get("command")
+    words = command.split() if isinstance(command, str) else [str(c) for c in command or []]
+    name = words[0] if words else ""
+    if not name or "=" in name or name in SHELL_WORDS or name in STAND_INS or Path(name).name in STAND_INS:
+        return ""
+    if name.startswith("/"):
+        return "" if Path(name).exists() and name.startswith(("/usr/", "/bin/", "/sbin/")) else name
+    if "/" in name:
+        return ""  # ./setup.sh: the task's own file
+    return "" if shutil.which(name, path=DESKTOP_PATH) else name
 
 
 @step("launch", command=(_command, True), shell=(_flag, False))

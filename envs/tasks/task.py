@@ -72,6 +72,8 @@ class Task:
         missing = [f"no evaluator ({self.no_evaluator})"] if self.no_evaluator else []
         steps = [s["type"] for s in self.config + self.evaluator.get("postconfig", [])]
         missing += [f"setup step {t!r}" for t in dict.fromkeys(steps) if t not in SETUP_STEPS]
+        programs = [setup.missing_program(s) for s in self.config + self.evaluator.get("postconfig", [])]
+        missing += [f"program {p!r} (not in the desktop)" for p in dict.fromkeys(programs) if p]
         missing += [f"getter {g['type']!r}" for g in self.getters if g["type"] not in GETTERS]
         missing += [f"getter {g['type']!r} with multi" for g in self.getters if g.get("multi")]
         missing += [f"getter {g['type']!r} with {name} {problem}" for g in self.getters if not g.get("multi")
