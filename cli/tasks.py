@@ -66,6 +66,49 @@ def check(
     raise typer.Exit(0 if len(ok) == len(files) else 1)
 
 
+@app.command("fetch", help="Download every file a folder of task files needs (download steps, cloud_file getters) "
+             "into a file cache for env servers' --cache: atomic, resumable (a rerun fetches only what is missing), "
+             "a clear error per URL.")
+def fetch(
+    folder: Annotated[Path, typer.Argument(help="Folder searched recursively for *.json task files.")],
+    cache: Annotated[Path, typer.Option(help="The file cache: a folder whose index.json maps each URL to a file.")],
+    timeout_s: Annotated[float, typer.Option(help="Seconds without an answer before a URL counts as failed.")] = 60.0,
+):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from computerrl.envs.tasks.fetch import Cache, download, task_urls
+    from computerrl.envs.tasks.task import TaskError, load_task
+
+    files = sorted(folder.rglob("*.json"))
+    if not files:
+        raise typer.BadParameter(f"no *.json files under {folder}", param_hint="FOLDER")
+    urls: list[str] = []
+    for f in files:
+        try:
+            urls += task_urls(load_task(f))
+        except TaskError as e:
+            typer.echo(f"skipped {e}", err=True)
+    store = Cache(cache)
+    todo = [u for u in dict.fromkeys(urls) if not store.has(u)]
+    console = Console(soft_wrap=True)
+    console.print(f"{len(files)} task files need {len(set(urls))} files: {len(set(urls)) - len(todo)} already in "
+                  f"{cache}, {len(todo)} to fetch")
+    failed = {}
+    with Progress(TextColumn("[bold]fetch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        files_bar = progress.add_task("files", total=len(todo))
+        for url in todo:
+            try:
+                store.add(url, download(url, timeout_s))
+            except OSError as e:
+                failed[url] = str(e)
+                progress.console.print(f"[red]failed[/] {url}: {e}", highlight=False)
+            progress.advance(files_bar)
+    console.print(f"fetched {len(todo) - len(failed)}, failed {len(failed)}; serve them with --cache {cache}")
+    raise typer.Exit(1 if failed else 0)
+
+
 @app.command("build", help="Generate a task suite offline from templates x parameters (train and test never share "
              "an instance), write its files cache, and (with --replay) replay every reference solution on real "
              "desktops, keeping only tasks that score 1.0 and writing the replays as an expert step dataset.")

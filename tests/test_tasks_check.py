@@ -202,3 +202,47 @@ def test_a_task_without_an_evaluator_loads_and_says_so(tmp_path, evaluator, why)
 ])
 def test_a_task_is_supported_only_if_the_programs_it_starts_are_in_the_desktop(step, needs):
     assert parse_task({**CALC_TASK, "config": [step]}).unsupported() == needs
+
+
+def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
+    """Against a real HTTP server on loopback."""
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "web"
+    served.mkdir()
+    (served / "data.xlsx").write_bytes(b"xlsx bytes")
+    (served / "gold.txt").write_bytes(b"gold")
+    requests = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            requests.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        tasks = tmp_path / "tasks"
+        tasks.mkdir()
+        write(tasks, "t.json", {**CALC_TASK, "config": [{"type": "download", "parameters": {"files": [
+            {"url": f"{base}/data.xlsx", "path": "/home/user/data.xlsx"},
+            {"url": f"{base}/missing.xlsx", "path": "/home/user/m.xlsx"}]}}],
+            "evaluator": {**CALC_TASK["evaluator"], "expected": {"type": "cloud_file", "path": f"{base}/gold.txt",
+                                                                 "dest": "gold.txt"}}})
+        cache = tmp_path / "cache"
+        first = CliRunner().invoke(app, ["tasks", "fetch", str(tasks), "--cache", str(cache)])
+        assert first.exit_code == 1 and f"{base}/missing.xlsx: HTTP 404" in first.output
+        index = json.loads((cache / "index.json").read_text())
+        assert (cache / index[f"{base}/data.xlsx"]).read_bytes() == b"xlsx bytes"
+        assert (cache / index[f"{base}/gold.txt"]).read_bytes() == b"gold"
+        assert not list(cache.rglob("*.part"))
+        (served / "missing.xlsx").write_bytes(b"late")
+        requests.clear()
+        again = CliRunner().invoke(app, ["tasks", "fetch", str(tasks), "--cache", str(cache)])
+        assert again.exit_code == 0 and "2 already in" in again.output
+        assert requests and all("missing" in r for r in requests), requests  # only what was missing
+        assert (cache / json.loads((cache / "index.json").read_text())[f"{base}/missing.xlsx"]).read_bytes() == b"late"
+    finally:
+        server.shutdown()
