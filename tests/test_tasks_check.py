@@ -246,3 +246,13 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
         assert (cache / json.loads((cache / "index.json").read_text())[f"{base}/missing.xlsx"]).read_bytes() == b"late"
     finally:
         server.shutdown()
+
+
+def test_a_metric_option_that_is_not_implemented_makes_the_task_unsupported():
+    """Faithful or refused: OSWorld's compare_pptx_files checks positions when a task asks; ours does not."""
+    deck = {"func": "compare_pptx_files", "result": {"type": "vm_file", "path": "/home/user/a.pptx", "dest": "a.pptx"},
+            "expected": {"type": "cloud_file", "path": "https://example.org/gold.pptx", "dest": "gold.pptx"}}
+    asks = parse_task({**CALC_TASK, "evaluator": {**deck, "options": {"examine_top_position": True}}})
+    assert asks.unsupported() == ["metric 'compare_pptx_files' with examine_top_position"]
+    for options in ({"examine_shape": False}, {"examine_top_position": False}, {"examine_aligment": True}):
+        assert parse_task({**CALC_TASK, "evaluator": {**deck, "options": options}}).unsupported() == []

@@ -18,7 +18,7 @@ import zipfile
 from lxml import etree
 
 from computerrl.envs.tasks.metrics_basic import fuzz_ratio
-from computerrl.envs.tasks.registry import metric
+from computerrl.envs.tasks.registry import MISSING_OPTIONS, metric
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,11 @@ def _shapes_differ(s1, s2, ex, tol) -> bool:
         if _runs_differ(p1.runs, p2.runs, ex):
             return True
     return False
+
+
+MISSING_OPTIONS["compare_pptx_files"] = {  # OSWorld's position and size checks (off unless a task asks)
+    "examine_title_bottom_position", "examine_table_bottom_position", "examine_right_position",
+    "examine_top_position", "examine_shape_for_shift_size", "examine_image_size", "examine_modify_height"}
 
 
 @metric("compare_pptx_files")
