@@ -21,6 +21,9 @@ from computerrl.envs.client import DesktopEnv, EnvError, EnvLost
 OBSERVATION_FIELDS = ("focused_app", "windows", "a11y_tree", "app_info", "last_result")
 
 
+EVALUATOR_ERROR = "evaluator error: "  # how a trajectory the evaluator could not score is marked (left out)
+
+
 def step_reward(success: bool, action_valid: bool) -> float:
     """DESIGN.md's step-level rule: 1 when the trajectory succeeded and this step's action was valid."""
     return float(success and action_valid)
@@ -83,6 +86,8 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
             history.append((decision.response, info.get("exec_result", "")))
             if terminated or truncated:
                 break
+    if info.get("evaluator_error"):
+        return _aborted(out, EVALUATOR_ERROR + info["evaluator_error"], t0)
     out.score = float(info.get("score", 0.0))
     out.detail = info.get("score_detail", "")
     out.success = out.score >= 1.0

@@ -46,7 +46,7 @@ from computerrl.envs.sandbox import Limits
 from computerrl.envs.proto import env_pb2, env_pb2_grpc
 from computerrl.envs.tasks import metrics as _metrics  # noqa: F401 - registers the metrics
 from computerrl.envs.tasks import getters as _getters  # noqa: F401 - registers the getters
-from computerrl.envs.tasks.evaluate import evaluate
+from computerrl.envs.tasks.evaluate import EvaluatorError, evaluate
 from computerrl.envs.tasks.setup import Budget, SetupError, missing_sources, run_steps
 from computerrl.envs.tasks.task import Task, TaskError, parse_task
 
@@ -323,6 +323,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 return env_pb2.Score(score=0.0, configured=False, detail="the episode has no task, so no evaluator")
             try:
                 score, detail = evaluate(slot.desktop, slot.task, slot.exit_success)
+            except EvaluatorError as e:
+                return env_pb2.Score(score=0.0, configured=True, detail=str(e), evaluator_error=str(e))
             except Exception as e:  # noqa: BLE001
                 # The desktop as the episode left it defeated the evaluation (a window the postconfig wants
                 # was closed, the task's own script the agent rewrote broke the sandbox, steps ran past

@@ -28,6 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from computerrl.data.stats import action_function, entropy, pass_at_k, wilson
+from computerrl.envs.episode import EVALUATOR_ERROR
 from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
 
 
@@ -116,6 +117,7 @@ def per_task(trajectories: list[dict], items, samples: int) -> list[dict]:
                      "mean_steps": len(steps) / len(played) if played else 0.0,
                      "invalid_rate": sum(not r["action_valid"] for r in steps) / len(steps) if steps else 0.0,
                      "aborted": len(group) - len(played),
+                     "evaluator_errors": sum(t["error"].startswith(EVALUATOR_ERROR) for t in group),
                      "mean_entropy": sum(entropies) / len(entropies) if entropies else float("nan"),
                      "scores": [t["score"] for t in played], "errors": [t["error"] for t in group if t["error"]]})
     return rows
@@ -133,6 +135,7 @@ def aggregate(results: list[dict], steps: list[dict]) -> dict:
             "mean_steps": sum(r["mean_steps"] * r["samples"] for r in results) / n if n else 0.0,
             "invalid_rate": sum(not s["action_valid"] for s in steps) / len(steps) if steps else 0.0,
             "aborted": sum(r["aborted"] for r in results),
+            "evaluator_errors": sum(r.get("evaluator_errors", 0) for r in results),
             "mean_entropy": sum(entropies) / len(entropies) if entropies else float("nan"),
             "action_entropy": entropy(action_function(s) for s in steps)}
 
@@ -181,15 +184,17 @@ def table(summary: dict):
     k = summary["samples"]
     t = Table(title=f"eval: success on {summary['overall']['tasks']} tasks ({k} sample{'s' * (k > 1)} each)")
     for col in ("group", "tasks", "success", "95% CI", *([f"pass@{k}"] if k > 1 else []), "steps",
-                "invalid", "aborted", "entropy", "action H"):
+                "invalid", "aborted", "eval errors", "entropy", "action H"):
         t.add_column(col, justify="left" if col == "group" else "right")
     groups = [(d, g) for d, g in summary["domains"].items()] + list(summary.get("splits", {}).items())
     for name, g in groups + [("overall", summary["overall"])]:
         t.add_row(f"[bold]{name}[/]" if name == "overall" else name, str(g["tasks"]), f"{g['success_rate']:.1%}",
                   f"{g['ci95'][0]:.1%}–{g['ci95'][1]:.1%}", *([f"{g['pass_at_k']:.1%}"] if k > 1 else []),
-                  f"{g['mean_steps']:.1f}", f"{g['invalid_rate']:.1%}", str(g["aborted"]),
+                  f"{g['mean_steps']:.1f}", f"{g['invalid_rate']:.1%}", str(g["aborted"] - g.get("evaluator_errors", 0)),
+                  str(g.get("evaluator_errors", 0)),
                   f"{g['mean_entropy']:.2f}", f"{g['action_entropy']:.2f}")
-    t.caption = ("steps: mean per trajectory; invalid: share of invalid actions; entropy: mean token entropy "
+    t.caption = ("steps: mean per trajectory; invalid: share of invalid actions; aborted: desktops lost; eval errors: "
+                 "the evaluator failed on its own expected file (both left out of the rates); entropy: mean token entropy "
                  "(nats); action H: entropy of the action functions chosen")
     if summary["skipped"]:
         t.caption += f"\n{len(summary['skipped'])} tasks skipped (this build cannot run them; see summary.json)"

@@ -196,3 +196,31 @@ def test_osworld_postconfig_saves_through_pyautogui_on_the_desktop(task_env):
         {"type": "sleep", "parameters": {"seconds": 1.0}}]}}
     reward, info = play(task_env, task, ["Agent.type(text='Dear team')", "Agent.exit(True)"])  # no save by the agent
     assert reward == 1.0, info
+
+
+def test_an_evaluator_that_fails_on_its_own_expected_file_is_an_evaluator_error_not_a_failure(task_env, cache):
+    from computerrl.envs.episode import EVALUATOR_ERROR, play as play_episode
+    from computerrl.policy.agent import ExpertPolicy
+    from computerrl.policy.prompt import BUDGETS
+
+    broken = {**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"], "options": {
+        "rules": [{"type": "sheet_data", "sheet_idx0": "bogus", "sheet_idx1": "EI0"}]}}}  # a task file's own bug
+    reward, info = play(task_env, broken, ["Agent.exit(True)"])
+    assert reward == 0.0 and "fails on the task's own expected file" in info["evaluator_error"], info
+    # In a rollout, the trajectory is left out like a lost one, and says why.
+    trajectory = play_episode(task_env, ExpertPolicy(["Agent.exit(True)"], BUDGETS["small"]), broken)
+    assert trajectory.aborted and trajectory.error.startswith(EVALUATOR_ERROR) and not trajectory.success
+
+
+def test_a_metric_that_fails_on_the_agents_output_only_is_the_agents_failure(cache):
+    """Whose fault: the expected file scored against itself. Were every failure the evaluator's, an agent
+    could corrupt its answer to have a failure left out of training."""
+    from computerrl.envs.tasks.evaluate import EvaluatorError, _blame
+    from computerrl.envs.tasks.setup import Budget
+
+    gold, rules = str(cache / "numbers-gold.xlsx"), CALC_TASK["evaluator"]["options"]
+    _blame("compare_table", ValueError("cannot read the output"), gold, rules, Budget.of(trusted=True))  # no raise
+    _blame("compare_table", ValueError("cannot read the output"), None, rules, Budget.of(trusted=True))
+    with pytest.raises(EvaluatorError, match="unrecognized sheet index"):
+        _blame("compare_table", ValueError("x"), gold, {"rules": [{"type": "sheet_data", "sheet_idx0": "bogus",
+                                                                   "sheet_idx1": "EI0"}]}, Budget.of(trusted=True))

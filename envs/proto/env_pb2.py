@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tenv.proto\x12\x0e\x63omputerrl.env\"f\n\x0cResetRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x11\n\ttask_json\x18\x02 \x01(\t\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x12\n\nscreenshot\x18\x04 \x01(\x08\x12\x10\n\x08task_dir\x18\x05 \x01(\t\"S\n\x0bStepRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x12\n\nscreenshot\x18\x03 \x01(\x08\x12\x0f\n\x07\x65pisode\x18\x04 \x01(\x04\"A\n\x06Window\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0b\n\x03\x61pp\x18\x03 \x01(\t\x12\x0f\n\x07\x66ocused\x18\x04 \x01(\x08\"\xbf\x01\n\x0bObservation\x12\x12\n\nscreenshot\x18\x01 \x01(\x0c\x12\x11\n\ta11y_tree\x18\x02 \x01(\t\x12\'\n\x07windows\x18\x03 \x03(\x0b\x32\x16.computerrl.env.Window\x12\x13\n\x0b\x66ocused_app\x18\x04 \x01(\t\x12\x10\n\x08\x61pp_info\x18\x05 \x01(\t\x12\x13\n\x0blast_result\x18\x06 \x01(\t\x12\x0f\n\x07\x65pisode\x18\x07 \x01(\x04\x12\x13\n\x0bsetup_notes\x18\x08 \x03(\t\"\xb5\x01\n\nStepResult\x12\x30\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1b.computerrl.env.Observation\x12\x14\n\x0c\x61\x63tion_valid\x18\x02 \x01(\x08\x12\x13\n\x0b\x61\x63tion_json\x18\x03 \x01(\t\x12\x13\n\x0b\x65xec_result\x18\x04 \x01(\t\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\x12\x14\n\x0c\x65xit_success\x18\x06 \x01(\x08\x12\x11\n\telapsed_s\x18\x07 \x01(\x01\"3\n\x0f\x45valuateRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07\x65pisode\x18\x02 \x01(\x04\":\n\x05Score\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x12\n\nconfigured\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\"\x0f\n\rHealthRequest\"j\n\rDesktopHealth\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x12\x10\n\x08\x65pisodes\x18\x04 \x01(\x04\x12\x14\n\x0creplacements\x18\x05 \x01(\x04\"\\\n\x0bHealthReply\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12/\n\x08\x64\x65sktops\x18\x02 \x03(\x0b\x32\x1d.computerrl.env.DesktopHealth\x12\x0b\n\x03pid\x18\x03 \x01(\r\".\n\x0eRebuildRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0b\n\x03why\x18\x02 \x01(\t\"^\n\x0eTestApiRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\r\n\x05tests\x18\x04 \x01(\t\x12\x11\n\ttimeout_s\x18\x05 \x01(\x01\"2\n\rTestApiResult\x12\x13\n\x0b\x61nswer_json\x18\x01 \x01(\t\x12\x0c\n\x04hung\x18\x02 \x01(\x08\"\x0e\n\x0c\x43loseRequest\"\x0c\n\nCloseReply2\xf2\x03\n\nEnvService\x12\x42\n\x05Reset\x12\x1c.computerrl.env.ResetRequest\x1a\x1b.computerrl.env.Observation\x12?\n\x04Step\x12\x1b.computerrl.env.StepRequest\x1a\x1a.computerrl.env.StepResult\x12\x42\n\x08\x45valuate\x12\x1f.computerrl.env.EvaluateRequest\x1a\x15.computerrl.env.Score\x12\x44\n\x06Health\x12\x1d.computerrl.env.HealthRequest\x1a\x1b.computerrl.env.HealthReply\x12H\n\x07Rebuild\x12\x1e.computerrl.env.RebuildRequest\x1a\x1d.computerrl.env.DesktopHealth\x12H\n\x07TestApi\x12\x1e.computerrl.env.TestApiRequest\x1a\x1d.computerrl.env.TestApiResult\x12\x41\n\x05\x43lose\x12\x1c.computerrl.env.CloseRequest\x1a\x1a.computerrl.env.CloseReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tenv.proto\x12\x0e\x63omputerrl.env\"f\n\x0cResetRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x11\n\ttask_json\x18\x02 \x01(\t\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x12\n\nscreenshot\x18\x04 \x01(\x08\x12\x10\n\x08task_dir\x18\x05 \x01(\t\"S\n\x0bStepRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x12\n\nscreenshot\x18\x03 \x01(\x08\x12\x0f\n\x07\x65pisode\x18\x04 \x01(\x04\"A\n\x06Window\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0b\n\x03\x61pp\x18\x03 \x01(\t\x12\x0f\n\x07\x66ocused\x18\x04 \x01(\x08\"\xbf\x01\n\x0bObservation\x12\x12\n\nscreenshot\x18\x01 \x01(\x0c\x12\x11\n\ta11y_tree\x18\x02 \x01(\t\x12\'\n\x07windows\x18\x03 \x03(\x0b\x32\x16.computerrl.env.Window\x12\x13\n\x0b\x66ocused_app\x18\x04 \x01(\t\x12\x10\n\x08\x61pp_info\x18\x05 \x01(\t\x12\x13\n\x0blast_result\x18\x06 \x01(\t\x12\x0f\n\x07\x65pisode\x18\x07 \x01(\x04\x12\x13\n\x0bsetup_notes\x18\x08 \x03(\t\"\xb5\x01\n\nStepResult\x12\x30\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1b.computerrl.env.Observation\x12\x14\n\x0c\x61\x63tion_valid\x18\x02 \x01(\x08\x12\x13\n\x0b\x61\x63tion_json\x18\x03 \x01(\t\x12\x13\n\x0b\x65xec_result\x18\x04 \x01(\t\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\x12\x14\n\x0c\x65xit_success\x18\x06 \x01(\x08\x12\x11\n\telapsed_s\x18\x07 \x01(\x01\"3\n\x0f\x45valuateRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07\x65pisode\x18\x02 \x01(\x04\"S\n\x05Score\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x12\n\nconfigured\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x17\n\x0f\x65valuator_error\x18\x04 \x01(\t\"\x0f\n\rHealthRequest\"j\n\rDesktopHealth\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x12\x10\n\x08\x65pisodes\x18\x04 \x01(\x04\x12\x14\n\x0creplacements\x18\x05 \x01(\x04\"\\\n\x0bHealthReply\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12/\n\x08\x64\x65sktops\x18\x02 \x03(\x0b\x32\x1d.computerrl.env.DesktopHealth\x12\x0b\n\x03pid\x18\x03 \x01(\r\".\n\x0eRebuildRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0b\n\x03why\x18\x02 \x01(\t\"^\n\x0eTestApiRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\r\n\x05tests\x18\x04 \x01(\t\x12\x11\n\ttimeout_s\x18\x05 \x01(\x01\"2\n\rTestApiResult\x12\x13\n\x0b\x61nswer_json\x18\x01 \x01(\t\x12\x0c\n\x04hung\x18\x02 \x01(\x08\"\x0e\n\x0c\x43loseRequest\"\x0c\n\nCloseReply2\xf2\x03\n\nEnvService\x12\x42\n\x05Reset\x12\x1c.computerrl.env.ResetRequest\x1a\x1b.computerrl.env.Observation\x12?\n\x04Step\x12\x1b.computerrl.env.StepRequest\x1a\x1a.computerrl.env.StepResult\x12\x42\n\x08\x45valuate\x12\x1f.computerrl.env.EvaluateRequest\x1a\x15.computerrl.env.Score\x12\x44\n\x06Health\x12\x1d.computerrl.env.HealthRequest\x1a\x1b.computerrl.env.HealthReply\x12H\n\x07Rebuild\x12\x1e.computerrl.env.RebuildRequest\x1a\x1d.computerrl.env.DesktopHealth\x12H\n\x07TestApi\x12\x1e.computerrl.env.TestApiRequest\x1a\x1d.computerrl.env.TestApiResult\x12\x41\n\x05\x43lose\x12\x1c.computerrl.env.CloseRequest\x1a\x1a.computerrl.env.CloseReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,23 +44,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVALUATEREQUEST']._serialized_start=663
   _globals['_EVALUATEREQUEST']._serialized_end=714
   _globals['_SCORE']._serialized_start=716
-  _globals['_SCORE']._serialized_end=774
-  _globals['_HEALTHREQUEST']._serialized_start=776
-  _globals['_HEALTHREQUEST']._serialized_end=791
-  _globals['_DESKTOPHEALTH']._serialized_start=793
-  _globals['_DESKTOPHEALTH']._serialized_end=899
-  _globals['_HEALTHREPLY']._serialized_start=901
-  _globals['_HEALTHREPLY']._serialized_end=993
-  _globals['_REBUILDREQUEST']._serialized_start=995
-  _globals['_REBUILDREQUEST']._serialized_end=1041
-  _globals['_TESTAPIREQUEST']._serialized_start=1043
-  _globals['_TESTAPIREQUEST']._serialized_end=1137
-  _globals['_TESTAPIRESULT']._serialized_start=1139
-  _globals['_TESTAPIRESULT']._serialized_end=1189
-  _globals['_CLOSEREQUEST']._serialized_start=1191
-  _globals['_CLOSEREQUEST']._serialized_end=1205
-  _globals['_CLOSEREPLY']._serialized_start=1207
-  _globals['_CLOSEREPLY']._serialized_end=1219
-  _globals['_ENVSERVICE']._serialized_start=1222
-  _globals['_ENVSERVICE']._serialized_end=1720
+  _globals['_SCORE']._serialized_end=799
+  _globals['_HEALTHREQUEST']._serialized_start=801
+  _globals['_HEALTHREQUEST']._serialized_end=816
+  _globals['_DESKTOPHEALTH']._serialized_start=818
+  _globals['_DESKTOPHEALTH']._serialized_end=924
+  _globals['_HEALTHREPLY']._serialized_start=926
+  _globals['_HEALTHREPLY']._serialized_end=1018
+  _globals['_REBUILDREQUEST']._serialized_start=1020
+  _globals['_REBUILDREQUEST']._serialized_end=1066
+  _globals['_TESTAPIREQUEST']._serialized_start=1068
+  _globals['_TESTAPIREQUEST']._serialized_end=1162
+  _globals['_TESTAPIRESULT']._serialized_start=1164
+  _globals['_TESTAPIRESULT']._serialized_end=1214
+  _globals['_CLOSEREQUEST']._serialized_start=1216
+  _globals['_CLOSEREQUEST']._serialized_end=1230
+  _globals['_CLOSEREPLY']._serialized_start=1232
+  _globals['_CLOSEREPLY']._serialized_end=1244
+  _globals['_ENVSERVICE']._serialized_start=1247
+  _globals['_ENVSERVICE']._serialized_end=1745
 # @@protoc_insertion_point(module_scope)

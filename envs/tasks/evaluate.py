@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from computerrl.envs.desktop import Desktop
 
 
+class EvaluatorError(RuntimeError):
+    """The task's evaluator cannot score this episode through no fault of the agent: its metric fails on
+    the task's own expected file too. The episode is left out, like a lost one, and counted apart."""
+
+
 def _per_metric(value, n: int) -> list:
     return value if isinstance(value, list) else [value] * n
 
@@ -43,10 +48,24 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
             result, gold = fetch(desktop, res, Path(out), budget), fetch(desktop, exp, Path(out), budget)
             try:  # out of this process: the metric parses what the agent made
                 score = metric_worker.score(name, result, gold, opts or {}, budget.left(metric_worker.CPU_S))
-            except ValueError as e:  # an output the metric cannot read is a wrong output
-                score, notes = 0.0, notes + [f"{name} failed on the output: {e}"]
+            except ValueError as e:
+                _blame(name, e, gold, opts, budget)  # the evaluator's fault: raises EvaluatorError
+                score, notes = 0.0, notes + [f"{name} failed on the output: {e}"]  # the agent's: a wrong output
             scores.append(score)
             if conj == "and" and score == 0.0 or conj == "or" and score == 1.0:
                 break
     total = (0.0 if 0.0 in scores else sum(scores) / len(scores)) if conj == "and" else max(scores)
     return total, "; ".join([", ".join(f"{m}={s:g}" for m, s in zip(task.metrics, scores)), *notes])
+
+
+def _blame(name: str, error: ValueError, gold, opts, budget: Budget) -> None:
+    """A metric failed. Scored against itself, the task's expected file tells whose fault it was: if the
+    metric fails there too, the evaluator is broken (EvaluatorError); if it scores it, the agent's output
+    broke it, which is a wrong output. With no expected file there is nothing to tell by: the agent's.
+    (Were every failure the evaluator's, an agent could corrupt its file to have a failure left out.)"""
+    if not isinstance(gold, str) or not gold:
+        return
+    try:
+        metric_worker.score(name, gold, gold, opts or {}, budget.left(metric_worker.CPU_S))
+    except ValueError as again:
+        raise EvaluatorError(f"{name} fails on the task's own expected file: {again}") from None
