@@ -199,6 +199,16 @@ def test_a_task_without_an_evaluator_loads_and_says_so(tmp_path, evaluator, why)
     ({"type": "execute", "parameters": {"command": ["python", "-c", "pass"]}}, []),  # the stand-in python
     ({"type": "execute", "parameters": {"command": "export X=1; ls", "shell": True}}, []),
     ({"type": "execute", "parameters": {"command": ["./setup.sh"]}}, []),  # the task's own script
+    # found in review: every command of a shell line counts, through sudo, bash -c and redirections
+    ({"type": "execute", "parameters": {"command": "export A=1\nno-such-browser &", "shell": True}},
+     ["program 'no-such-browser' (not in the desktop)"]),
+    ({"type": "execute", "parameters": {"command": ["bash", "-c", "ls && no-such-tool -x"]}},
+     ["program 'no-such-tool' (not in the desktop)"]),
+    ({"type": "execute", "parameters": {"command": "echo pw | sudo -S apt-get install -y zsh", "shell": True}},
+     ["'apt-get install' (needs the network)"]),
+    ({"type": "execute", "parameters": {"command": "jq . a.json > temp 2>&1 && mv temp a.json; echo \"$X\"",
+                                        "shell": True}}, []),
+    ({"type": "execute", "parameters": {"command": ["python", "-c", "import os; no_such_program()"]}}, []),
 ])
 def test_a_task_is_supported_only_if_the_programs_it_starts_are_in_the_desktop(step, needs):
     assert parse_task({**CALC_TASK, "config": [step]}).unsupported() == needs

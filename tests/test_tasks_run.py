@@ -213,14 +213,23 @@ def test_an_evaluator_that_fails_on_its_own_expected_file_is_an_evaluator_error_
 
 
 def test_a_metric_that_fails_on_the_agents_output_only_is_the_agents_failure(cache):
-    """Whose fault: the expected file scored against itself. Were every failure the evaluator's, an agent
-    could corrupt its answer to have a failure left out of training."""
-    from computerrl.envs.tasks.evaluate import EvaluatorError, _blame
-    from computerrl.envs.tasks.setup import Budget
+    """Whose fault: the task's cached expected file scored against itself. Were every failure the
+    evaluator's, an agent could corrupt its answer to have a failure left out of training."""
+    from computerrl.envs.tasks.evaluate import _fails_on_gold
 
     gold, rules = str(cache / "numbers-gold.xlsx"), CALC_TASK["evaluator"]["options"]
-    _blame("compare_table", ValueError("cannot read the output"), gold, rules, Budget.of(trusted=True))  # no raise
-    _blame("compare_table", ValueError("cannot read the output"), None, rules, Budget.of(trusted=True))
-    with pytest.raises(EvaluatorError, match="unrecognized sheet index"):
-        _blame("compare_table", ValueError("x"), gold, {"rules": [{"type": "sheet_data", "sheet_idx0": "bogus",
-                                                                   "sheet_idx1": "EI0"}]}, Budget.of(trusted=True))
+    bogus = {"rules": [{"type": "sheet_data", "sheet_idx0": "bogus", "sheet_idx1": "EI0"}]}
+    cached = {"type": "cloud_file", "path": "https://example.org/numbers-gold.xlsx"}
+    assert not _fails_on_gold("compare_table", cached, gold, rules)  # it scores its own gold: the agent's fault
+    assert _fails_on_gold("compare_table", cached, gold, bogus)  # it cannot: the evaluator's
+    # A gold file from the desktop could be the agent's own: never the evaluator's fault.
+    assert not _fails_on_gold("compare_table", {"type": "vm_file", "path": "/home/user/g.xlsx"}, gold, bogus)
+
+
+def test_a_postconfig_step_other_than_a_window_step_that_fails_still_fails_the_episode(task_env):
+    """Found in review: were a failed postconfig download only noted, an agent could make it fail (a folder it
+    made read-only) and leave its own file where the evaluator reads the gold one."""
+    task = {**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"], "postconfig": [
+        {"type": "open", "parameters": {"path": "/home/user/nowhere.xlsx"}}]}}
+    reward, info = play(task_env, task, ["CalcTools.set_cell_value('A4', 6)", "CalcTools.save()", "Agent.exit(True)"])
+    assert reward == 0.0 and "evaluation failed" in info["score_detail"] and "evaluator_error" not in info, info

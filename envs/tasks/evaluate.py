@@ -43,29 +43,40 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
     results, expected = _per_metric(ev.get("result"), n), _per_metric(ev.get("expected"), n)
     options = _per_metric(ev.get("options") or {}, n)
     conj, scores, notes = ev.get("conj", "and"), [], [f"postconfig {f}" for f in failed]
+    broken: list[str] = []  # metrics that fail on the task's own expected file: the evaluator's fault
     with tempfile.TemporaryDirectory(prefix="computerrl-eval-") as out:
         for name, res, exp, opts in zip(task.metrics, results, expected, options):
             result, gold = fetch(desktop, res, Path(out), budget), fetch(desktop, exp, Path(out), budget)
             try:  # out of this process: the metric parses what the agent made
                 score = metric_worker.score(name, result, gold, opts or {}, budget.left(metric_worker.CPU_S))
             except ValueError as e:
-                _blame(name, e, gold, opts, budget)  # the evaluator's fault: raises EvaluatorError
+                if isinstance(e, metric_worker.MetricRaised) and not failed and _fails_on_gold(name, exp, gold, opts):
+                    broken.append(f"{name} fails on the task's own expected file: {e}")
+                    continue
                 score, notes = 0.0, notes + [f"{name} failed on the output: {e}"]  # the agent's: a wrong output
             scores.append(score)
             if conj == "and" and score == 0.0 or conj == "or" and score == 1.0:
                 break
+    decided = conj == "and" and 0.0 in scores or conj == "or" and 1.0 in scores
+    if broken and not decided:  # the metrics that worked cannot settle it: no score, not a failure
+        raise EvaluatorError("; ".join(broken))
+    if not scores:
+        return 0.0, "; ".join(notes)
     total = (0.0 if 0.0 in scores else sum(scores) / len(scores)) if conj == "and" else max(scores)
-    return total, "; ".join([", ".join(f"{m}={s:g}" for m, s in zip(task.metrics, scores)), *notes])
+    return total, "; ".join([", ".join(f"{m}={s:g}" for m, s in zip(task.metrics, scores)), *notes, *broken])
 
 
-def _blame(name: str, error: ValueError, gold, opts, budget: Budget) -> None:
-    """A metric failed. Scored against itself, the task's expected file tells whose fault it was: if the
-    metric fails there too, the evaluator is broken (EvaluatorError); if it scores it, the agent's output
-    broke it, which is a wrong output. With no expected file there is nothing to tell by: the agent's.
-    (Were every failure the evaluator's, an agent could corrupt its file to have a failure left out.)"""
-    if not isinstance(gold, str) or not gold:
-        return
+def _fails_on_gold(name: str, spec, gold, opts) -> bool:
+    """Whose fault a metric's exception is: the task's own expected file, from its cache (never anything
+    the agent could have placed), scored against itself with the metric's full time. If the metric raises
+    there too, the evaluator is broken; if it scores it, the agent's output broke it: a wrong output.
+    (Were every failure the evaluator's, an agent could corrupt its answer to have a failure left out.)"""
+    if not (isinstance(spec, dict) and spec.get("type") == "cloud_file" and isinstance(gold, str) and gold):
+        return False
     try:
-        metric_worker.score(name, gold, gold, opts or {}, budget.left(metric_worker.CPU_S))
-    except ValueError as again:
-        raise EvaluatorError(f"{name} fails on the task's own expected file: {again}") from None
+        metric_worker.score(name, gold, gold, opts or {}, metric_worker.CPU_S)
+    except metric_worker.MetricRaised:
+        return True
+    except ValueError:  # timed out, killed, out of memory: nothing learnt about the evaluator
+        return False
+    return False

@@ -10,6 +10,7 @@ A URL that fails is named with why; the others go on.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import urllib.error
@@ -45,7 +46,11 @@ class Cache:
         self.index: dict[str, str] = json.loads(self.index_path.read_text()) if self.index_path.exists() else {}
 
     def has(self, url: str) -> bool:
-        return url in self.index and (self.folder / self.index[url]).is_file()
+        """Whether the cache holds the URL's file, inside the cache (as env servers will look for it)."""
+        if url not in self.index:
+            return False
+        path = (self.folder / self.index[url]).resolve()
+        return path.is_relative_to(self.folder.resolve()) and path.is_file()
 
     def add(self, url: str, fetch) -> int:
         """Write `fetch(file)`'s bytes for `url` (atomically), then record it in the index; the size."""
@@ -74,10 +79,12 @@ def download(url: str, timeout_s: float):
         request = urllib.request.Request(url, headers={"User-Agent": "computerrl-tasks-fetch"})
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as reply:
-                total = 0
+                total, announced = 0, reply.headers.get("Content-Length")
                 while chunk := reply.read(CHUNK):
                     f.write(chunk)
                     total += len(chunk)
+                if announced is not None and announced.isdigit() and int(announced) != total:
+                    raise OSError(f"cut short: {total} of {announced} bytes")
                 return total
         except urllib.error.HTTPError as e:
             raise OSError(f"HTTP {e.code} {e.reason}") from None
@@ -85,4 +92,6 @@ def download(url: str, timeout_s: float):
             raise OSError(str(e.reason)) from None
         except TimeoutError:
             raise OSError(f"no answer within {timeout_s:.0f} s") from None
+        except (http.client.HTTPException, ValueError) as e:  # a malformed URL or reply: that URL's problem
+            raise OSError(f"{type(e).__name__}: {e}") from None
     return fetch

@@ -22,6 +22,10 @@ MEMORY_BYTES = 3 << 30  # address space of the child: enough for pandas and any 
 CPU_S = 60  # CPU seconds of the child
 
 
+class MetricRaised(ValueError):
+    """The metric's own code raised (not a timeout, a kill or too much memory)."""
+
+
 def score(metric: str, result: Any, expected: Any, options: dict, timeout_s: float) -> float:
     """The metric's score, computed in a capped child; ValueError (with why) when it could not be."""
     request = json.dumps({"metric": metric, "result": result, "expected": expected, "options": options})
@@ -37,7 +41,7 @@ def score(metric: str, result: Any, expected: Any, options: dict, timeout_s: flo
         why = f"killed by signal {-done.returncode}" if done.returncode < 0 else done.stderr.decode(errors="replace")
         raise ValueError(f"the metric's process died ({why.strip()[-300:]})") from None
     if "error" in reply:
-        raise ValueError(reply["error"])
+        raise (MetricRaised if reply.get("raised") else ValueError)(reply["error"])
     return float(reply["score"])
 
 
@@ -53,7 +57,7 @@ def main() -> None:
     except MemoryError:
         reply = {"error": f"needed more than {MEMORY_BYTES >> 30} GB"}
     except Exception as e:  # noqa: BLE001 - an output the metric cannot read is a wrong output
-        reply = {"error": f"{type(e).__name__}: {e}"}
+        reply = {"error": f"{type(e).__name__}: {e}", "raised": True}
     json.dump(reply, sys.stdout)
 
 

@@ -73,7 +73,7 @@ class Task:
         steps = [s["type"] for s in self.config + self.evaluator.get("postconfig", [])]
         missing += [f"setup step {t!r}" for t in dict.fromkeys(steps) if t not in SETUP_STEPS]
         programs = [setup.missing_program(s) for s in self.config + self.evaluator.get("postconfig", [])]
-        missing += [f"program {p!r} (not in the desktop)" for p in dict.fromkeys(programs) if p]
+        missing += [p for p in dict.fromkeys(programs) if p]
         missing += [f"getter {g['type']!r}" for g in self.getters if g["type"] not in GETTERS]
         missing += [f"getter {g['type']!r} with multi" for g in self.getters if g.get("multi")]
         missing += [f"getter {g['type']!r} with {name} {problem}" for g in self.getters if not g.get("multi")
@@ -145,8 +145,9 @@ def parse_task(data: Any, where: str = "<task>") -> Task:
             need(isinstance(s, dict) and isinstance(s.get("type"), str), f"{field}.type",
                  "expected a getter type (string)")
     options = ev.get("options", {})
-    need(isinstance(options, dict) or (isinstance(func, list) and isinstance(options, list) and len(options) == n),
-         "evaluator.options", f"expected an object, or a list of {n} (one per metric)")
+    need(isinstance(options, dict) or (isinstance(func, list) and isinstance(options, list) and len(options) == n
+                                       and all(o is None or isinstance(o, dict) for o in options)),
+         "evaluator.options", f"expected an object, or a list of {n} objects (one per metric)")
     post = ev.get("postconfig", [])
     need(isinstance(post, list), "evaluator.postconfig", "expected a list of setup steps")
     for i, step in enumerate(post):
