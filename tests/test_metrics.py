@@ -290,3 +290,24 @@ def test_a_metric_on_a_file_too_big_for_it_scores_nothing_and_spares_the_server(
     gold.write_text("same")
     (tmp_path / "same.txt").write_text("same")
     assert metric_worker.score("compare_text_file", str(tmp_path / "same.txt"), str(gold), {}, timeout_s=60) == 1.0
+
+
+def test_compare_pptx_files_compares_table_cells_fonts_not_only_their_text(tmp_path):
+    """Found in review: two decks whose table cells differ only in bold scored 1.0."""
+    import pptx
+    from pptx.util import Inches
+
+    def deck(path, bold: bool) -> str:
+        prs = pptx.Presentation()
+        slide = prs.slides.add_slide(prs.slide_layouts[6])
+        table = slide.shapes.add_table(2, 2, Inches(1), Inches(1), Inches(4), Inches(2)).table
+        for i, cell in enumerate(c for row in table.rows for c in row.cells):
+            cell.text = f"v{i}"
+            cell.text_frame.paragraphs[0].runs[0].font.bold = bold and i == 3
+        prs.save(path)
+        return str(path)
+
+    gold = deck(tmp_path / "gold.pptx", bold=False)
+    assert m("compare_pptx_files", deck(tmp_path / "same.pptx", bold=False), gold) == 1.0
+    assert m("compare_pptx_files", deck(tmp_path / "bold.pptx", bold=True), gold) == 0.0
+    assert m("compare_pptx_files", deck(tmp_path / "bold2.pptx", bold=True), gold, examine_font_bold=False) == 1.0

@@ -230,6 +230,16 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
         def log_message(self, *args):
             requests.append(self.path)
 
+        def do_GET(self):
+            if self.path == "/short.bin":  # announces 100 bytes, sends 5, hangs up
+                self.send_response(200)
+                self.send_header("Content-Length", "100")
+                self.end_headers()
+                self.wfile.write(b"12345")
+                self.close_connection = True
+                return
+            super().do_GET()
+
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(served)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}"
@@ -238,12 +248,15 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
         tasks.mkdir()
         write(tasks, "t.json", {**CALC_TASK, "config": [{"type": "download", "parameters": {"files": [
             {"url": f"{base}/data.xlsx", "path": "/home/user/data.xlsx"},
-            {"url": f"{base}/missing.xlsx", "path": "/home/user/m.xlsx"}]}}],
+            {"url": f"{base}/missing.xlsx", "path": "/home/user/m.xlsx"},
+            {"url": f"{base}/short.bin", "path": "/home/user/s.bin"}]}}],
             "evaluator": {**CALC_TASK["evaluator"], "expected": {"type": "cloud_file", "path": f"{base}/gold.txt",
                                                                  "dest": "gold.txt"}}})
         cache = tmp_path / "cache"
         first = CliRunner().invoke(app, ["tasks", "fetch", str(tasks), "--cache", str(cache)])
         assert first.exit_code == 1 and f"{base}/missing.xlsx: HTTP 404" in first.output
+        assert f"{base}/short.bin" in first.output and f"{base}/short.bin" not in json.loads(
+            (cache / "index.json").read_text())  # cut short: never cached as if whole
         index = json.loads((cache / "index.json").read_text())
         assert (cache / index[f"{base}/data.xlsx"]).read_bytes() == b"xlsx bytes"
         assert (cache / index[f"{base}/gold.txt"]).read_bytes() == b"gold"
@@ -251,8 +264,8 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
         (served / "missing.xlsx").write_bytes(b"late")
         requests.clear()
         again = CliRunner().invoke(app, ["tasks", "fetch", str(tasks), "--cache", str(cache)])
-        assert again.exit_code == 0 and "2 already in" in again.output
-        assert requests and all("missing" in r for r in requests), requests  # only what was missing
+        assert "2 already in" in again.output and again.exit_code == 1  # short.bin still cut short
+        assert requests and all("missing" in r or "short" in r for r in requests), requests  # only what was missing
         assert (cache / json.loads((cache / "index.json").read_text())[f"{base}/missing.xlsx"]).read_bytes() == b"late"
     finally:
         server.shutdown()

@@ -165,12 +165,18 @@ def _shapes_differ(s1, s2, ex, tol) -> bool:
     geometry = ("left", "top", "width", "height")
     if ex("shape") and not all(_close(getattr(s1, g), getattr(s2, g), tol) for g in geometry):
         return True
-    if s1.has_table or s2.has_table:  # simplified: cell texts only, not their runs' fonts
+    if s1.has_table or s2.has_table:  # as OSWorld: each cell's text, then its paragraphs' runs
         if not (s1.has_table and s2.has_table):
             return True
-        cells = [[[c.text for c in row.cells] for row in s.table.rows] for s in (s1, s2)]
-        if cells[0] != cells[1]:
+        cells = [[c for row in s.table.rows for c in row.cells] for s in (s1, s2)]
+        if len(cells[0]) != len(cells[1]):
             return True
+        for c1, c2 in zip(*cells):
+            if c1.text != c2.text:
+                return True
+            paras1, paras2 = c1.text_frame.paragraphs, c2.text_frame.paragraphs
+            if len(paras1) != len(paras2) or any(_runs_differ(p1.runs, p2.runs, ex) for p1, p2 in zip(paras1, paras2)):
+                return True
     if not (s1.has_text_frame and s2.has_text_frame):
         return False
     if ex("text") and s1.text_frame.text.strip() != s2.text_frame.text.strip():
