@@ -15,6 +15,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from computerrl.data.files import write_atomic
+
 THUMB_WIDTH = 960  # pixels; a 1920×1080 screenshot is shown at half size
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
 
@@ -89,9 +91,7 @@ def write_page(ds, out: Path, title: str = "trajectories") -> Path:
             f"{options('outcome', ['success', 'failure', 'aborted'])}<span id=count></span></header>"
             f"<main>{''.join(parts) or '<p>no steps in this dataset</p>'}</main>"
             f"<script>const TOTAL = {len(groups)};{SCRIPT}</script></body></html>")
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page)
-    tmp.replace(out)
+    write_atomic(out, page)
     return out
 
 

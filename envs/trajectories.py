@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Sequence
 
+from computerrl.data.files import write_atomic
 from computerrl.envs.episode import play
 from computerrl.envs.tasks.task_set import TaskItem
 
@@ -123,7 +123,7 @@ class Journal:
             raise ValueError(f"{folder} holds an interrupted rollout with other options "
                              f"({card}); rerun with those options to resume it, or remove the folder")
         folder.mkdir(parents=True, exist_ok=True)
-        _atomic_write(card, json.dumps(key, indent=1).encode())
+        write_atomic(card, json.dumps(key, indent=1).encode())
 
     def _name(self, task_id: str, sample: int) -> Path:
         return self.folder / f"{hashlib.sha256(task_id.encode()).hexdigest()[:16]}-{sample}.json"
@@ -141,9 +141,9 @@ class Journal:
             shot = row.pop("screenshot", None)
             if shot and shot.get("bytes"):
                 png = Path(f"{stem}-step{row['step']}.png")
-                _atomic_write(png, shot["bytes"])
+                write_atomic(png, shot["bytes"])
                 row["screenshot_file"] = str(png)
-        _atomic_write(self._name(task_id, sample), json.dumps(record).encode())
+        write_atomic(self._name(task_id, sample), json.dumps(record).encode())
 
     @staticmethod
     def with_screenshots(row: dict) -> dict:
@@ -152,8 +152,3 @@ class Journal:
             row["screenshot"] = {"bytes": Path(row.pop("screenshot_file")).read_bytes(), "path": None}
         return row
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

@@ -27,6 +27,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from computerrl.data.files import write_atomic
 from computerrl.data.stats import action_function, entropy, pass_at_k, wilson
 from computerrl.envs.episode import EVALUATOR_ERROR
 from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
@@ -172,9 +173,7 @@ def _write(cfg: EvalConfig, items, playable, journal: Journal) -> dict:
     save_atomic(steps_ds, cfg.out / "steps", lineage=card)
     save_atomic(datasets.Dataset.from_list(results), cfg.out / "results", lineage=card)
     plots(summary, steps, cfg.out)
-    tmp = cfg.out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    tmp.replace(cfg.out / "summary.json")  # written last: its presence marks a finished evaluation
+    write_atomic(cfg.out / "summary.json", json.dumps(summary, indent=2))  # last: it marks a finished evaluation
     return summary
 
 

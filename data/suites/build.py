@@ -14,6 +14,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from computerrl.data.files import write_atomic
 from computerrl.data.suites import URL_PREFIX, Instance, all_templates, get_template, make
 
 MAX_REPEATS = 200  # draws in a row that repeat earlier parameters before a template counts as exhausted
@@ -112,9 +113,7 @@ def write_files(instances: list[Instance], files_dir: Path) -> int:
         for name, data in inst.files.items():
             (folder / name).write_bytes(data)
             index[f"{URL_PREFIX}{inst.task_id}/{name}"] = f"{inst.task_id}/{name}"
-    tmp = index_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(index, indent=0, sort_keys=True))
-    tmp.replace(index_path)
+    write_atomic(index_path, json.dumps(index, indent=0, sort_keys=True))
     return len(index)
 
 

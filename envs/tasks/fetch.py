@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
+from computerrl.data.files import write_atomic
 from computerrl.envs.tasks.task import Task
 
 CHUNK = 1 << 20
@@ -67,9 +68,7 @@ class Cache:
         finally:
             tmp.unlink(missing_ok=True)
         self.index[url] = rel
-        index_tmp = self.index_path.with_name(".index.json.tmp")
-        index_tmp.write_text(json.dumps(self.index, indent=0, sort_keys=True))
-        os.replace(index_tmp, self.index_path)
+        write_atomic(self.index_path, json.dumps(self.index, indent=0, sort_keys=True))
         return size
 
 
