@@ -14,11 +14,17 @@ def open_policy(model: str, *, engine: str = "transformers", temperature: float 
                 llm_url: str = "") -> ModelPolicy:
     """`device`: the transformers engine's torch device; `llm_url`: the openai engine's server(s),
     comma-separated (its API key, if any, from $OPENAI_API_KEY)."""
-    import os
-
     folder = resolve(model)
     chosen = BUDGETS[budgets or budgets_for(parameter_count(folder))]
+    eng = open_engine(folder, engine=engine, temperature=temperature, max_new_tokens=max_new_tokens, device=device,
+                      llm_url=llm_url)
+    return ModelPolicy(eng, chosen, version=policy_version(folder), max_batch=max_batch, seed=seed)
+
+
+def open_engine(folder, *, engine: str, temperature: float, max_new_tokens: int, device: str, llm_url: str):
+    """A generation engine on a resolved checkpoint folder, with the options its kind takes."""
+    import os
+
     options = {"transformers": {"device": device}, "vllm": {},
                "openai": {"llm_url": llm_url, "api_key": os.environ.get("OPENAI_API_KEY", "")}}.get(engine, {})
-    eng = make_engine(engine, folder, Sampling(temperature, max_new_tokens), **options)
-    return ModelPolicy(eng, chosen, version=policy_version(folder), max_batch=max_batch, seed=seed)
+    return make_engine(engine, folder, Sampling(temperature, max_new_tokens), **options)

@@ -96,12 +96,10 @@ class Llm:
                         raise ValueError(f"{cfg.replay} line {n}: not a transcript line ({e})") from None
         else:
             from computerrl.policy.checkpoint import resolve
-            from computerrl.policy.engines import Sampling, make_engine
+            from computerrl.policy.session import open_engine
 
-            options = {"transformers": {"device": cfg.device}, "openai": {"llm_url": cfg.llm_url, "api_key": os.environ.get(
-                "OPENAI_API_KEY", "")}}.get(cfg.engine, {})
-            self.engine = make_engine(cfg.engine, resolve(cfg.model), Sampling(cfg.temperature, cfg.max_new_tokens),
-                                      **options)
+            self.engine = open_engine(resolve(cfg.model), engine=cfg.engine, temperature=cfg.temperature,
+                                      max_new_tokens=cfg.max_new_tokens, device=cfg.device, llm_url=cfg.llm_url)
             self.settings["model"] = getattr(self.engine, "model", None) or cfg.model
         self.seed = cfg.seed
 
@@ -309,6 +307,7 @@ def _finish(cfg: BuildApisConfig, specs: list[Spec], done: dict, console) -> dic
     import datasets
 
     from computerrl.apis.generated import GeneratedApi, module_path, module_text
+    from computerrl.data.files import write_atomic
     from computerrl.data.datasets_io import lineage, save_atomic
     from computerrl.data.schemas import API_FEATURES
 
@@ -321,14 +320,14 @@ def _finish(cfg: BuildApisConfig, specs: list[Spec], done: dict, console) -> dic
                                        "replay": str(cfg.replay or "")})
     save_atomic(datasets.Dataset.from_list(rows, features=API_FEATURES), cfg.out / "dataset", lineage=card)
     accepted = [GeneratedApi(cfg.app, r["name"], r["code"]) for r in rows if r["verdict"] == "accepted"]
-    _write_atomic(module_path(cfg.out, cfg.app), module_text(cfg.app, accepted))
+    write_atomic(module_path(cfg.out, cfg.app), module_text(cfg.app, accepted))
     built = [r for r in rows if r["rounds"]]
     summary = {"app": cfg.app, "proposed": sum(r["name"] != "(answer)" for r in rows), "accepted": len(accepted),
                "rejected": {k: sum(r["reason"] == k for r in rows) for k in REASONS[1:] if any(r["reason"] == k for r in rows)},
                "rounds": {str(n): sum(r["rounds"] == n for r in built) for n in range(1, cfg.rounds + 1)},
                "seconds_per_api": round(sum(r["seconds"] for r in built) / max(1, len(built)), 2),
                "apis": [{k: r[k] for k in ("name", "verdict", "reason", "rounds", "seconds")} for r in rows]}
-    _write_atomic(cfg.out / "summary.json", json.dumps(summary, indent=2))
+    write_atomic(cfg.out / "summary.json", json.dumps(summary, indent=2))
     (cfg.out / ".journal.jsonl").unlink(missing_ok=True)
     console.print(table(summary))
     console.print(f"wrote {cfg.out}/dataset, {module_path(cfg.out, cfg.app).name} ({len(accepted)} APIs: load them "
@@ -387,8 +386,3 @@ def _append(path: Path, row: dict) -> None:
         f.flush()
         os.fsync(f.fileno())
 
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
