@@ -199,7 +199,8 @@ def worker_argv() -> list[str]:
 
 def worker_request(app: str, code: str, *, mode: str, function: str = "", args: dict | None = None,
                    tests: str = "", check: bool = True) -> dict:
-    """What the worker reads on its standard input (the office's pipe is added by the desktop)."""
+    """What the worker reads on its standard input (the desktop adds its office's pipe and the app's
+    document factory and service)."""
     return {"modules": {name: (_SOURCES / f"{name}.py").read_text() for name in ("kit", "guard")},
             "app": app, "mode": mode, "code": code, "function": function, "args": args or {}, "tests": tests,
             "check": check}

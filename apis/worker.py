@@ -4,7 +4,8 @@
 
 Started by the env server through the sandbox's session (`Desktop.run_generated`), so it runs with
 the agent's rights and nothing more, under a time limit; never imported by the toolkit. Debian's
-`python3` and `uno` only: the request carries the source of `kit` and `guard`. It checks the code
+`python3` and `uno` only: the request carries the source of `kit` and `guard`, and the office's pipe,
+the app's document factory and UNO service. It checks the code
 again (`guard`), connects to the office's UNO pipe, and on the office's main thread (as the env
 server's own calls run: see `Office.on_main_thread`) either
 
@@ -26,10 +27,6 @@ import traceback
 import types
 
 MARK = "\x1ecomputerrl-worker "
-FACTORIES = {"calc": "private:factory/scalc", "writer": "private:factory/swriter",
-             "impress": "private:factory/simpress"}
-SERVICES = {"calc": "com.sun.star.sheet.SpreadsheetDocument", "writer": "com.sun.star.text.TextDocument",
-            "impress": "com.sun.star.presentation.PresentationDocument"}
 OUTPUT_CHARS = 2000
 TEXT_CHARS = 4000  # an error or result longer than this is cut: the answer must fit the keeper's output
 
@@ -134,7 +131,7 @@ def call(req: dict, desktop, ctx) -> dict:
     import kit
 
     doc = desktop.getCurrentComponent()
-    if doc is None or not doc.supportsService(SERVICES[req["app"]]):
+    if doc is None or not doc.supportsService(req["service"]):
         return {"ok": False, "error": f"needs a focused {req['app']} document; open or switch to one first"}
     try:
         result = namespace(req, doc)[req["function"]](**req["args"])
@@ -150,7 +147,7 @@ def test_names(tests: str) -> list[str]:
 
 
 def run_test(req: dict, name: str, desktop, ctx) -> dict:
-    doc = desktop.loadComponentFromURL(FACTORIES[req["app"]], "_blank", 0, ())
+    doc = desktop.loadComponentFromURL(req["factory"], "_blank", 0, ())
     try:
         ns = namespace(req, doc)
         run_source(req["tests"], "<tests>", ns)

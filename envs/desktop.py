@@ -398,8 +398,11 @@ class Desktop:
         `timeout_s` raises TimeoutError (the worker killed; the office may be wedged: reset it)."""
         self.office.desktop  # the office up, its pipe named
         try:
-            done = self.sandbox.run(generated.worker_argv(), env=self.env,
-                                    input=json.dumps({**request, "pipe": self.office.pipe_name}), timeout_s=timeout_s)
+            app = request["app"]  # the worker is told what it cannot import: the app's document kind
+            facts = {"pipe": self.office.pipe_name, "factory": FACTORIES[app],
+                     "service": IMPLEMENTATIONS[generated.api_class(app)].service}
+            done = self.sandbox.run(generated.worker_argv(), env=self.env, input=json.dumps({**request, **facts}),
+                                    timeout_s=timeout_s)
         except SandboxError as e:
             if "did not finish" in str(e):
                 raise TimeoutError(f"the generated code did not finish within {timeout_s:.0f} s") from None
