@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from computerrl.cli.options import EnvsDir, Model, OutDir, Seed, Tasks
+from computerrl.cli.options import Device, Engine, EnvsDir, LlmUrl, MaxNewTokens, Model, OutDir, Seed, Tasks
 
 HELP = ("A model reads example tasks of an app and the app's API, proposes the functions that are missing, writes "
         "them and their tests; each runs in a live desktop's sandbox, failures go back to the model (--rounds), and "
@@ -23,13 +23,10 @@ def command(
     envs: EnvsDir = Path("runs/envs"),
     out: OutDir = Path("runs/apis-calc"),
     model: Model = "embedded",
-    engine: Annotated[str, typer.Option(help="Generation engine: transformers (a local --model), vllm (GPU), "
-                                        "openai (any OpenAI-compatible server: --llm-url).")] = "transformers",
-    llm_url: Annotated[str, typer.Option(help="For --engine openai: the server's base URL, e.g. "
-                                         "http://127.0.0.1:8000/v1 (chat completions only; key from $OPENAI_API_KEY).")
-                       ] = "",
+    engine: Engine = "transformers",
+    llm_url: LlmUrl = "",
     temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy).")] = 0.0,
-    max_new_tokens: Annotated[int, typer.Option(help="Answer length cap, in tokens.")] = 768,
+    max_new_tokens: MaxNewTokens = 768,
     rounds: Annotated[int, typer.Option(help="Attempts per API: the first, then corrections with the error.")] = 3,
     sample_tasks: Annotated[int, typer.Option(help="Example tasks the requirement analysis reads.")] = 12,
     max_apis: Annotated[int, typer.Option(help="New functions asked for.")] = 10,
@@ -38,7 +35,7 @@ def command(
     replay: Annotated[Path | None, typer.Option(help="Answer from this transcript (a build's transcript.jsonl) "
                                                 "instead of a model: reruns that build exactly.")] = None,
     seed: Seed = 0,
-    device: Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")] = "cpu",
+    device: Device = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Build again even if --out holds a finished build.")] = False,
 ):
     options = dict(locals())

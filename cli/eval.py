@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from computerrl.cli.options import Apis, EnvsDir, Model, OutDir, Seed, Tasks
+from computerrl.cli.options import Apis, Device, Engine, EnvsDir, LlmUrl, MaxNewTokens, Model, OutDir, Seed, Tasks
 
 HELP = ("Success rate per domain (and in- vs out-of-distribution) on held-out tasks, with 95% intervals, pass@k, "
         "steps, invalid actions and entropies: a table, summary.json, per-task results, step rows and plots.")
@@ -20,18 +20,16 @@ def command(
     samples: Annotated[int, typer.Option(help="K: trajectories per task; pass@K is reported when K > 1.")] = 1,
     max_steps: Annotated[int, typer.Option(help="Steps per trajectory before it is cut.")] = 15,
     out: OutDir = Path("runs/eval"),
-    engine: Annotated[str, typer.Option(help="Generation engine: transformers (CPU/GPU), vllm (GPU), "
-                                        "openai (a server).")] = "transformers",
+    engine: Engine = "transformers",
     temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy; K > 1 needs > 0).")] = 0.0,
-    max_new_tokens: Annotated[int, typer.Option(help="Answer length cap, in tokens.")] = 96,
+    max_new_tokens: MaxNewTokens = 96,
     budgets: Annotated[str, typer.Option(help="Prompt budgets: small or paper (default: by the model's size).")] = "",
     max_batch: Annotated[int, typer.Option(help="Answers generated per model call at most.")] = 8,
     limit: Annotated[int, typer.Option(help="Evaluate only the first N tasks (0 = all).")] = 0,
     seed: Seed = 0,
     screenshots: Annotated[bool, typer.Option(help="Keep every step's screenshot (for `computerrl view`).")] = True,
-    device: Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")] = "cpu",
-    llm_url: Annotated[str, typer.Option(help="For --engine openai: the server's base URL (comma-separate several "
-                                         "to spread requests), e.g. http://127.0.0.1:8000/v1.")] = "",
+    device: Device = "cpu",
+    llm_url: LlmUrl = "",
     apis: Apis = None,
     overwrite: Annotated[bool, typer.Option(help="Evaluate again even if --out holds a finished evaluation.")] = False,
 ):

@@ -16,6 +16,15 @@ Tasks = Annotated[Path, typer.Option(help="Task dataset written by `tasks build`
                                         "folder of OSWorld-format JSON task files.")]
 Model = Annotated[str, typer.Option(help="Policy checkpoint: a local transformers folder, a LoRA adapter folder, or "
                                          "'embedded' (SmolLM2-135M-Instruct, shipped with the package).")]
+# --- generation (rollout, eval, build-apis) ----------------------------------------------------
+Engine = Annotated[str, typer.Option(help="Generation engine: transformers (a local --model, CPU/GPU), vllm (GPU), "
+                                          "openai (an OpenAI-compatible server: --llm-url).")]
+LlmUrl = Annotated[str, typer.Option(help="For --engine openai: the server's base URL (comma-separate several to "
+                                          "spread requests), e.g. http://127.0.0.1:8000/v1; the API key, if any, "
+                                          "from $OPENAI_API_KEY.")]
+Device = Annotated[str, typer.Option(help="Torch device for the transformers engine (cpu, cuda).")]
+MaxNewTokens = Annotated[int, typer.Option(help="Answer length cap, in tokens.")]
+
 Apis = Annotated[Path | None, typer.Option(help="A `build-apis` output folder: its accepted APIs join the built-in "
                                                "ones in the prompt and the parser (start the envs with the same "
                                                "--apis).")]
