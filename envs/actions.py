@@ -25,12 +25,12 @@ TYPE_DELAY_MS = 4  # between keystrokes; 0 lets LibreOffice drop characters unde
 # Apps Agent.open_app knows besides LibreOffice's: name -> argv (used only when installed).
 EXTERNAL_APPS = {
     "terminal": ["xterm"],  # its output is logged: see Desktop.terminal_log_args
-    "chromium": ["chromium", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--password-store=basic"],
+    "chromium": ["chromium"],  # the desktop's stand-in: its profile, DevTools for the getters (compat/bin/chromium)
     "vlc": ["vlc", "--no-qt-privacy-ask"],
 }
 APP_ALIASES = {"libreoffice calc": "calc", "libreoffice writer": "writer", "libreoffice impress": "impress",
-               "spreadsheet": "calc", "xterm": "terminal", "chrome": "chromium", "browser": "chromium"}
+               "spreadsheet": "calc", "xterm": "terminal", "chrome": "chromium", "browser": "chromium",
+               "google-chrome": "chromium", "google chrome": "chromium"}
 
 
 class ActionError(Exception):

@@ -412,6 +412,10 @@ class Desktop:
             return {"ok": False, "error": f"the worker died (exit {done.returncode}): {done.stderr[-800:].strip()}"}
         return answer
 
+    def a11y_lines(self, pid: int, app: str) -> list[str]:
+        """An app's accessibility tree as the agent sees it: one row per node (tag, name, text, …, tab-separated)."""
+        return self._a11y_tree(pid, app).splitlines()
+
     def _a11y_tree(self, pid: int, app: str) -> str:
         # Calc's own word on where its content ends spares reading ~1,000 empty cells per step.
         extent = self.office.on_main_thread(self.office.sheet_extent, timeout_s=5.0) if app == "calc" else None

@@ -48,7 +48,7 @@ CONF = "/run/desktop"  # read-only files the env server writes for the desktop (
 X11 = "/tmp/.X11-unix"
 UID = 1000  # the user inside
 INIT = Path(__file__).with_name("sandbox_init.py")
-COMPAT = Path(__file__).with_name("compat")  # the pyautogui stand-in and sudo
+COMPAT = Path(__file__).with_name("compat")  # stand-ins: pyautogui, and programs in bin/ (sudo, google-chrome)
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 PASSWD = "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:/bin/bash\n" \
          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
@@ -153,15 +153,12 @@ class Sandbox:
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o755)  # nobody walks it to conf/ and x11/, both read-only inside
         conf = self.root / "conf"  # read-only inside; copies, so the sandbox needs no view of the package
-        (conf / "compat").mkdir(parents=True, exist_ok=True)
+        conf.mkdir(exist_ok=True)
         (conf / "passwd").write_text(PASSWD)
         (conf / "group").write_text(GROUP)
         (conf / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
         shutil.copyfile(INIT, conf / "init.py")
-        for f in COMPAT.iterdir():
-            if f.is_file():
-                shutil.copyfile(f, conf / "compat" / f.name)
-        os.chmod(conf / "compat" / "sudo", 0o755)  # a copy: installs may drop the x bit
+        self._copy_stand_ins(conf / "compat")
         listeners = []
         for path in self._sockets.values():  # in the server's state folder: the sandbox never sees these paths
             path.unlink(missing_ok=True)
@@ -195,6 +192,21 @@ class Sandbox:
             self.close()
             raise
         return self
+
+    @staticmethod
+    def _copy_stand_ins(dest: Path) -> None:
+        """conf/compat: site/ the Python modules (pyautogui), bin/ the programs that stand in for
+        OSWorld's (sudo, google-chrome, …), each executable (a wheel may drop the x bit, or turn a
+        link into a copy)."""
+        shutil.rmtree(dest, ignore_errors=True)
+        (dest / "site").mkdir(parents=True)
+        for f in COMPAT.glob("*.py"):
+            shutil.copyfile(f, dest / "site" / f.name)
+        shutil.copytree(COMPAT / "bin", dest / "bin", symlinks=True)
+        for f in (dest / "bin").iterdir():
+            if not f.is_symlink():
+                os.chmod(f, 0o755)
+        (dest / "bin" / "python").symlink_to("/usr/bin/python3")
 
     def _wait_answer(self, to: str, deadline: float) -> None:
         req = {"op": "read", "path": "/", "limit": 0} if to == "keeper" else {"op": "pids"}
@@ -235,9 +247,8 @@ class Sandbox:
                 "--ro-bind", f"{r}/conf/passwd", "/etc/passwd", "--ro-bind", f"{r}/conf/group", "/etc/group",
                 *(["--ro-bind", f"{r}/conf/resolv.conf", "/etc/resolv.conf"] if self.network else []),
                 # /usr/local is the host's own business: in its place, the stand-ins and nothing else
-                "--tmpfs", "/usr/local", "--ro-bind", f"{r}/conf/compat/sudo", "/usr/local/bin/sudo",
-                "--symlink", "/usr/bin/python3", "/usr/local/bin/python",
-                "--ro-bind", f"{r}/conf/compat", python_site(), "--remount-ro", "/usr/local",
+                "--tmpfs", "/usr/local", "--ro-bind", f"{r}/conf/compat/bin", "/usr/local/bin",
+                "--ro-bind", f"{r}/conf/compat/site", python_site(), "--remount-ro", "/usr/local",
                 "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
                 "--ro-bind-try", "/var/lib/dpkg", "/var/lib/dpkg", "--dir", "/var/tmp",
                 "--proc", "/proc", "--dev", "/dev", *ram(lim.shm_mb, SHM, "1777"), "--remount-ro", "/dev",
@@ -275,21 +286,47 @@ class Sandbox:
         return proc
 
     # ---- requests to the keeper and the session inside --------------------------------------
-    def request(self, req: dict, *, to: str = "session", timeout_s: float = REQUEST_TIMEOUT_S) -> dict:
-        """One request to the keeper or the session (see sandbox_init.py for what each serves)."""
+    def request(self, req: dict, *, to: str = "session", timeout_s: float = REQUEST_TIMEOUT_S,
+                fds: list[int] | None = None) -> dict:
+        """One request to the keeper or the session (see sandbox_init.py for what each serves);
+        descriptors sent with the reply are appended to `fds` (closed here when `fds` is None)."""
+        got, chunks = [], [b""]
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout_s)
             with unix_path(self._sockets[to]) as path:
                 s.connect(path)
             s.sendall(json.dumps(req).encode() + b"\n")
-            with s.makefile("rb") as f:
-                line = f.readline()
+            while not chunks[-1].endswith(b"\n"):  # one line (files read come in it, base64: MBs)
+                data, passed, _, _ = socket.recv_fds(s, 1 << 20, 1)
+                got += passed
+                if not data:
+                    break
+                chunks.append(data)
+        line = b"".join(chunks)
+        for fd in got if fds is None else []:
+            os.close(fd)
+        if fds is not None:
+            fds += got
         if not line:
             raise SandboxError(f"the sandbox's {to} did not answer {req['op']!r} (it died?)")
         reply = json.loads(line)
         if "error" in reply:
             raise SandboxError(reply["error"])
         return reply
+
+    def connect(self, port: int, timeout_s: float = 5.0) -> socket.socket:
+        """A TCP connection to `port` on the sandbox's own loopback, made by the keeper inside."""
+        fds: list[int] = []
+        try:
+            self.request({"op": "connect", "port": port, "timeout": timeout_s}, to="keeper", fds=fds,
+                         timeout_s=timeout_s + 5)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        if len(fds) != 1:
+            raise SandboxError(f"the keeper sent {len(fds)} descriptors for a connection to port {port}")
+        return socket.socket(fileno=fds[0])
 
     def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str = HOME, log: str | None = None) -> SandboxProcess:
         reply = self.request({"op": "spawn", "argv": argv, "env": env, "cwd": cwd, "log": log})

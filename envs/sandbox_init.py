@@ -34,6 +34,8 @@ Both reap the orphans their namespace hands them. One JSON request per connectio
     {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true}   (keeper)
     {"op": "copy", "from": ..., "to": ...} -> {}    (keeper: `to` replaced by a copy of the folder `from`)
     {"op": "ping"} -> {}                                                        (keeper)
+    {"op": "connect", "port": 1337} -> {} and, beside the reply, a descriptor: a TCP connection to that
+        port of the sandbox's own loopback (an app's control port, e.g. Chromium's DevTools)   (keeper)
 
 The keeper's lifeline descriptor is the read end of a pipe whose write end only the env server
 holds: it reaches end-of-file when the server dies, however it dies. The keeper then exits, and
@@ -291,6 +293,16 @@ def copy(req: dict) -> dict:
     return {}
 
 
+def connect(req: dict) -> dict:
+    """The env server has no way into the sandbox's network namespace: we connect for it."""
+    port = req["port"]
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"not a port: {port!r}")
+    conn = socket.create_connection(("127.0.0.1", port), timeout=req.get("timeout", 5.0))
+    conn.settimeout(None)
+    return {"fd": conn.detach()}
+
+
 def run_and_sweep(req: dict) -> dict:
     """`run` beside the keeper, then kill whatever it left: every process of the keeper's namespace
     but the session's (orphans come to the keeper, its pid 1). One at a time: a sweep must not take
@@ -315,18 +327,23 @@ def tree(root: int) -> list[int]:
 
 
 KEEPER_OPS = {"run": run_and_sweep, "wipe": wipe, "write": write, "read": read, "copy": copy,
-              "ping": lambda _req: {}}
+              "connect": connect, "ping": lambda _req: {}}
 SESSION_OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all, "pids": pids}
 
 
 def serve(conn: socket.socket, ops: dict) -> None:
-    with conn, conn.makefile("rwb") as f:
+    with conn, conn.makefile("rb") as f:
         try:
             req = json.loads(f.readline())
             reply = ops[req["op"]](req)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the env server as a sentence
             reply = {"error": f"{type(e).__name__}: {e}"}
-        f.write(json.dumps(reply).encode() + b"\n")
+        fd = reply.pop("fd", None)  # a descriptor goes with the reply's bytes, then is ours no more
+        try:
+            socket.send_fds(conn, [json.dumps(reply).encode() + b"\n"], [fd] if fd is not None else [])
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 def serve_forever(fd: int, ops: dict) -> None:

@@ -19,15 +19,20 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from computerrl.data.files import write_atomic
+from computerrl.envs.tasks import getters  # noqa: F401 - registers the steps, and the files they bring
+from computerrl.envs.tasks.setup import STEP_FILES
 from computerrl.envs.tasks.task import Task
 
 CHUNK = 1 << 20
 
 
 def task_urls(task: Task) -> list[str]:
-    """The http(s) URLs a task copies files from: download steps and cloud_file getters (multi too)."""
-    urls = [f.get("url") for s in task.config + task.evaluator.get("postconfig", []) if s.get("type") == "download"
+    """The http(s) URLs a task copies files from: download steps, the files steps bring of their own
+    (update_browse_history's empty History) and cloud_file getters (multi too)."""
+    steps = task.config + task.evaluator.get("postconfig", [])
+    urls = [f.get("url") for s in steps if s.get("type") == "download"
             for f in s.get("parameters", {}).get("files", []) if isinstance(f, dict)]
+    urls += [url for s in steps for url in STEP_FILES.get(s.get("type"), [])]
     for g in task.getters:
         if g.get("type") == "cloud_file":
             urls += g["path"] if isinstance(g.get("path"), list) else [g.get("path")]

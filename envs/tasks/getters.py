@@ -83,3 +83,6 @@ def fetch(desktop: "Desktop", spec: dict | None, out: Path, budget: Budget) -> A
         raise
     except (KeyError, OSError) as e:
         raise SetupError(f"getter {spec.get('type')!r} failed: {type(e).__name__}: {e}") from None
+
+
+from computerrl.envs.tasks import chrome  # noqa: E402,F401 - registers Chrome's steps and getters

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from computerrl.apis.kit import desktop_path
+from computerrl.envs.sandbox import COMPAT
 from computerrl.envs.tasks.registry import SETUP_STEPS
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ ARG_MAX_BYTES = 128 * 1024  # the kernel's limit for one argument (MAX_ARG_STRLE
 OFFICE_SUFFIXES = {".xlsx", ".xls", ".ods", ".csv", ".docx", ".doc", ".odt", ".rtf", ".pptx", ".ppt", ".odp", ".txt"}
 Parameters = dict[str, tuple[Callable[[Any], str], bool]]  # name -> (check, required)
 STEP_PARAMETERS: dict[str, Parameters] = {}  # step type -> its parameters
+STEP_FILES: dict[str, list[str]] = {}  # step type -> the file-cache URLs it reads besides its parameters' (OSWorld's)
 
 
 class SetupError(RuntimeError):
@@ -165,6 +167,7 @@ def missing_sources(desktop: "Desktop", steps: list[dict], getters: list[dict]) 
     empty when all can. Checked at Reset, so a task is refused before an episode is played."""
     urls = [_source(desktop, f) for s in steps if s.get("type") in ("download", "upload_file")
             for f in s.get("parameters", {}).get("files", [])]
+    urls += [url for s in steps for url in STEP_FILES.get(s.get("type"), [])]
     for g in getters:
         if g.get("type") in ("cloud_file", "cache_file"):
             urls += g["path"] if isinstance(g.get("path"), list) else [g.get("path")]
@@ -211,7 +214,7 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
 
 TOLERATED_AFTER_THE_AGENT = {"activate_window", "close_window", "sleep"}  # what the agent may have closed
 DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/sandbox.py)
-STAND_INS = {"sudo", "python", "gnome-terminal", "x-terminal-emulator", "libreoffice", "soffice"}  # ours, or handled
+STAND_INS = {"python", "gnome-terminal", "x-terminal-emulator", "libreoffice", "soffice"}  # the launch step's own
 SHELL_WORDS = {"export", "cd", "echo", "source", ".", "set", "unset", "eval", "exec", "true", "false", "test", "[",
                "[[", "if", "then", "else", "elif", "fi", "for", "do", "done", "while", "until", "case", "esac", "in",
                "read", "printf", "pwd", "kill", "wait", "sleep", "{", "}", "!", "function", "return", "exit",
@@ -280,6 +283,8 @@ def _programs(words: list[str]) -> list[str]:
 
 def _in_desktop(name: str) -> bool:
     if name.startswith("$") or name in SHELL_WORDS or name in STAND_INS or Path(name).name in STAND_INS:
+        return True
+    if "/" not in name and (COMPAT / "bin" / name).exists():  # ours, first on the desktop's PATH: google-chrome, …
         return True
     if name.startswith("/"):
         return Path(name).exists() and name.startswith(("/usr/", "/bin/", "/sbin/"))

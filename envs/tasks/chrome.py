@@ -1,0 +1,319 @@
+"""Chrome's setup steps and getters, with the semantics of OSWorld's (`desktop_env/evaluators/getters/chrome.py`).
+
+The desktop's browser is Chromium under Google Chrome's names (compat/bin/chromium): its profile
+where OSWorld's getters read Chrome's, `~/.config/google-chrome`, and DevTools on the sandbox's
+loopback, which the env server reaches through the keeper (`envs/devtools.py`). Profile getters
+read the profile's files through the keeper, as OSWorld's read them from the VM; what OSWorld
+asks the accessibility tree (the address bar) is asked of ours.
+
+Where we depart, and why:
+- `active_tab_info` and `active_tab_html_parse` read the active tab itself. OSWorld's first loads
+  the address bar's URL again in a fresh context (without the user's cookies) — a second visit,
+  which needs the network and may see another page than the agent did.
+- `cookie_data` reads `Default/Network/Cookies` when `Default/Cookies` is absent: Chrome moved its
+  cookies there (version 96), where OSWorld's getter finds none and its metric then fails.
+- Chrome's own waits (Playwright's 'networkidle', 15 connection attempts 5 s apart) are bounded by
+  the evaluation's time budget.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlparse
+
+from computerrl.envs.devtools import DevTools, DevToolsError
+from computerrl.envs.tasks.getters import _any, getter
+from computerrl.envs.tasks.metrics_chrome import compare_urls
+from computerrl.envs.tasks.setup import STEP_FILES, Budget, _string, cached, step
+
+if TYPE_CHECKING:
+    from computerrl.envs.desktop import Desktop
+
+PROFILE = "/home/user/.config/google-chrome"  # as OSWorld's getters find Chrome's on Linux
+DEFAULT = f"{PROFILE}/Default"
+HISTORY_TEMPLATE = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"
+                    "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true")  # OSWorld's own
+CONNECT_S = 30.0  # how long a step waits for a browser just launched to answer
+LOAD_S = 15.0  # how long a step waits for one tab to load (a page without network fails at once)
+ADDRESS_BAR = ("entry", "Address and search bar")  # the omnibox, as Chromium shows it to AT-SPI
+WEBKIT_EPOCH = datetime(1601, 1, 1)
+
+
+def _urls(v) -> str:
+    return "" if isinstance(v, list) and all(isinstance(u, str) for u in v) else "expected a list of URLs"
+
+
+def _history(v) -> str:
+    ok = isinstance(v, list) and all(isinstance(h, dict) and isinstance(h.get("url"), str) and isinstance(
+        h.get("visit_time_from_now_in_seconds", 0), (int, float)) for h in v)
+    return "" if ok else "expected a list of {url, title, visit_time_from_now_in_seconds}"
+
+
+def browser(desktop: "Desktop", budget: Budget, wait_s: float = CONNECT_S) -> DevTools:
+    """The desktop's browser, once it answers (a task launches it a step before it uses it)."""
+    devtools, deadline = DevTools(desktop.sandbox), time.monotonic() + budget.left(wait_s)
+    while True:
+        try:
+            devtools.tabs()
+            return devtools
+        except DevToolsError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _wait_loaded(devtools: DevTools, tab: dict, budget: Budget) -> None:
+    deadline = time.monotonic() + budget.left(LOAD_S)
+    while time.monotonic() < deadline:
+        try:
+            if devtools.evaluate(tab, "document.readyState") == "complete":
+                return
+        except DevToolsError:
+            pass  # the tab is between documents
+        time.sleep(0.1)
+
+
+# ---- setup steps ---------------------------------------------------------------------------
+@step("chrome_open_tabs", urls_to_open=(_urls, True))
+def chrome_open_tabs(desktop: "Desktop", budget: Budget, urls_to_open: list[str], **_) -> None:
+    """Each URL in a new tab, loaded (or failed to load) before the next; the tab Chrome started with
+    is closed after the first, as OSWorld's step does."""
+    devtools = browser(desktop, budget)
+    start = devtools.tabs()
+    for i, url in enumerate(urls_to_open):
+        tab = devtools.open(url)
+        _wait_loaded(devtools, tab, budget)
+        if i == 0 and start and start[-1]["id"] != tab["id"]:  # the oldest: Chrome's own first tab
+            devtools.close(start[-1]["id"])
+
+
+@step("chrome_close_tabs", urls_to_close=(_urls, True))
+def chrome_close_tabs(desktop: "Desktop", budget: Budget, urls_to_close: list[str], **_) -> None:
+    """For each URL, the first tab showing it (as compare_urls has it) closed; none: nothing."""
+    devtools = browser(desktop, budget)
+    for url in urls_to_close:
+        tab = next((t for t in reversed(devtools.tabs()) if compare_urls(t["url"], url)), None)
+        if tab is not None:
+            devtools.close(tab["id"])
+
+
+@step("update_browse_history", history=(_history, True))
+def update_browse_history(desktop: "Desktop", budget: Budget, history: list[dict], **_) -> None:
+    """The profile's History: OSWorld's empty History database (from the file cache) with these visits,
+    each `visit_time_from_now_in_seconds` ago (local time, as OSWorld writes them)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "History"
+        db.write_bytes(cached(desktop, HISTORY_TEMPLATE).read_bytes())
+        with sqlite3.connect(db) as conn:
+            for item in history:
+                when = datetime.now() - timedelta(seconds=item.get("visit_time_from_now_in_seconds", 0))
+                stamp = int((when - WEBKIT_EPOCH).total_seconds() * 1_000_000)
+                row = conn.execute("INSERT INTO urls (url, title, visit_count, typed_count, last_visit_time, hidden) "
+                                   "VALUES (?, ?, 1, 0, ?, 0)", (item["url"], item.get("title", ""), stamp))
+                conn.execute("INSERT INTO visits (url, visit_time, from_visit, transition, segment_id, visit_duration) "
+                             "VALUES (?, ?, 0, 805306368, 0, 0)", (row.lastrowid, stamp))
+        desktop.sandbox.write(f"{DEFAULT}/History", db.read_bytes())
+
+
+STEP_FILES["update_browse_history"] = [HISTORY_TEMPLATE]
+
+
+# ---- the address bar and the active tab ------------------------------------------------------
+def address_bar(desktop: "Desktop") -> str | None:
+    """What the browser's address bar shows (the focused window's first), None without a browser window."""
+    from computerrl.envs.desktop import app_of
+
+    windows = sorted((w for w in desktop.screen.windows() if app_of(w) == "chromium" and w.pid),
+                     key=lambda w: not w.focused)
+    for w in windows:
+        for line in desktop.a11y_lines(w.pid, "chromium"):
+            tag, name, text = (line.split("\t") + ["", "", ""])[:3]
+            if (tag, name) == ADDRESS_BAR:
+                return text or None
+    return None
+
+
+def _active_url(desktop: "Desktop", spec: dict) -> str | None:
+    text = address_bar(desktop)
+    return None if text is None else spec.get("goto_prefix", "https://") + text
+
+
+def _active_tab(desktop: "Desktop", budget: Budget) -> tuple[DevTools, dict] | None:
+    """The tab the user sees: the most recently active one that is visible."""
+    try:
+        devtools = browser(desktop, budget, wait_s=2.0)
+        tabs = devtools.tabs()
+    except DevToolsError:
+        return None
+    for tab in tabs:
+        try:
+            if devtools.evaluate(tab, "document.visibilityState") == "visible":
+                return devtools, tab
+        except DevToolsError:
+            continue
+    return (devtools, tabs[0]) if tabs else None
+
+
+@getter("active_url_from_accessTree", goto_prefix=(_any, False))
+def active_url_from_access_tree(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+    return _active_url(desktop, spec)
+
+
+@getter("active_tab_info", goto_prefix=(_any, False))
+def active_tab_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
+    found = _active_tab(desktop, budget)
+    if found is None or _active_url(desktop, spec) is None:
+        return None
+    devtools, tab = found
+    _wait_loaded(devtools, tab, budget)
+    try:
+        content = devtools.evaluate(tab, "document.documentElement ? document.documentElement.outerHTML : ''")
+        return {"title": devtools.evaluate(tab, "document.title"), "url": tab["url"], "content": content}
+    except DevToolsError:
+        return None
+
+
+@getter("active_tab_url_parse", goto_prefix=(_any, False), parse_keys=(_any, True), replace=(_any, False),
+        split_list=(_any, False))
+def active_tab_url_parse(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
+    url = _active_url(desktop, spec)
+    if url is None:
+        return None
+    query = parse_qs(urlparse(url).query)
+    parsed = {key: query.get(key, [""])[0] for key in spec["parse_keys"]}
+    for old, new in (spec.get("replace") or {}).items():
+        parsed[new] = parsed.pop(old)
+    if spec.get("split_list"):
+        parsed = {key: value.split(",") for key, value in parsed.items()}
+    return parsed
+
+
+@getter("url_dashPart", goto_prefix=(_any, False), partIndex=(_any, True), needDeleteId=(_any, False),
+        returnType=(_any, True), key=(_any, False))
+def url_dash_part(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> Any:
+    url = _active_url(desktop, spec)
+    if url is None:
+        return None
+    try:
+        index = int(spec["partIndex"])
+    except (TypeError, ValueError):
+        return None
+    parts = url.split("/")
+    if index >= len(parts) or index < -len(parts):
+        return None
+    part = parts[index].split("?")[0] if spec.get("needDeleteId") else parts[index]
+    return part if spec["returnType"] == "string" else {spec.get("key"): part} if spec["returnType"] == "json" else None
+
+
+@getter("open_tabs_info")
+def open_tabs_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list[dict]:
+    try:
+        devtools = browser(desktop, budget, wait_s=5.0)
+        tabs = devtools.tabs()
+    except DevToolsError:
+        return []
+    return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in reversed(tabs)]  # oldest first
+
+
+@getter("page_info", url=(_string, True))
+def page_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict:
+    """The page at `url`, loaded in a new tab of the user's browser (their cookies), then closed."""
+    try:
+        devtools = browser(desktop, budget, wait_s=5.0)
+        tab = devtools.open(spec["url"])
+    except DevToolsError:
+        return {"title": "Connection failed", "url": spec["url"], "content": ""}
+    try:
+        _wait_loaded(devtools, tab, budget)
+        return {"title": devtools.evaluate(tab, "document.title"), "url": devtools.evaluate(tab, "location.href"),
+                "content": devtools.evaluate(tab, "document.documentElement.outerHTML")}
+    except DevToolsError:
+        return {"title": "Error encountered", "url": spec["url"], "content": ""}
+    finally:
+        devtools.close(tab["id"])
+
+
+# ---- the profile's files ----------------------------------------------------------------------
+def _json_file(desktop: "Desktop", path: str) -> Any:
+    data = desktop.sandbox.read(path, limit=64 << 20)
+    return None if data is None else json.loads(data)
+
+
+def _preference(name: str, path: str, pick, fallback) -> None:
+    """A getter reading one value of a profile JSON file; `fallback` on any failure, as OSWorld's."""
+    @getter(name)
+    def read(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> Any:
+        try:
+            return pick(_json_file(desktop, path))
+        except (TypeError, KeyError, AttributeError, ValueError):
+            return fallback
+
+
+def _flag(value) -> str:
+    return "true" if value else "false"
+
+
+PREFERENCES, LOCAL_STATE = f"{DEFAULT}/Preferences", f"{PROFILE}/Local State"
+_preference("default_search_engine", PREFERENCES,
+            lambda p: p.get("default_search_provider_data", {}).get("template_url_data", {}).get("short_name", "Google"),
+            "Google")
+_preference("profile_name", PREFERENCES, lambda p: p.get("profile", {}).get("name"), None)
+_preference("enabled_experiments", LOCAL_STATE, lambda s: s.get("browser", {}).get("enabled_labs_experiments", []), [])
+_preference("chrome_language", LOCAL_STATE, lambda s: s.get("intl", {}).get("app_locale", "en-US"), "en-US")
+_preference("chrome_font_size", PREFERENCES, lambda p: p.get("webkit", {}).get("webprefs", {
+    "default_fixed_font_size": 13, "default_font_size": 16, "minimum_font_size": 13}),
+    {"default_fixed_font_size": 13, "default_font_size": 16})
+_preference("enable_do_not_track", PREFERENCES, lambda p: _flag(p.get("enable_do_not_track")), "false")
+_preference("enable_enhanced_safety_browsing", PREFERENCES,
+            lambda p: _flag(p.get("safebrowsing", {}).get("enhanced")), "Google")  # sic: OSWorld's fallback
+_preference("enable_safe_browsing", PREFERENCES, lambda p: _flag(
+    p.get("safebrowsing", {}).get("enhanced") or p.get("safebrowsing", {}).get("enabled")), "false")
+_preference("new_startup_page", PREFERENCES, lambda p: _flag(
+    "session" not in p or p["session"].get("restore_on_startup") == 5), "Google")
+_preference("data_delete_automacally", PREFERENCES,  # sic: OSWorld's name and fallback
+            lambda p: _flag(p["profile"].get("default_content_setting_values") is not None), "Google")
+_preference("find_unpacked_extension_path", PREFERENCES,
+            lambda p: [e["path"] for e in p["extensions"]["settings"].values()], "Google")
+_preference("find_installed_extension_name", PREFERENCES,
+            lambda p: [e["manifest"]["name"] for e in p["extensions"]["settings"].values()], "Google")
+
+
+@getter("bookmarks")
+def bookmarks(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> Any:
+    data = desktop.sandbox.read(f"{DEFAULT}/Bookmarks", limit=64 << 20)
+    return json.loads(data)["roots"] if data and data.strip() else []
+
+
+def _query(desktop: "Desktop", paths: list[str], sql: str, out: Path) -> list | None:
+    """The rows of a query on a copy of the first of the profile's SQLite files that exists; None if none does
+    or it cannot be read."""
+    for path in paths:
+        data = desktop.sandbox.read(path, limit=256 << 20)
+        if data is None:
+            continue
+        copy = Path(tempfile.mkdtemp(dir=out)) / Path(path).name
+        copy.write_bytes(data)
+        try:
+            with sqlite3.connect(copy) as conn:
+                return [list(row) for row in conn.execute(sql)]
+        except sqlite3.Error:
+            return None
+    return None
+
+
+@getter("history", dest=(_any, False))
+def history(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list | None:
+    return _query(desktop, [f"{DEFAULT}/History"], "SELECT url, title, last_visit_time FROM urls", out)
+
+
+@getter("cookie_data", dest=(_any, False))
+def cookie_data(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list | None:
+    return _query(desktop, [f"{DEFAULT}/Cookies", f"{DEFAULT}/Network/Cookies"], "SELECT * FROM cookies", out)
+
+
