@@ -412,7 +412,7 @@ class Desktop:
             return {"ok": False, "error": f"the worker died (exit {done.returncode}): {done.stderr[-800:].strip()}"}
         return answer
 
-    def a11y_lines(self, pid: int, app: str) -> list[str]:
+    def a11y_rows(self, pid: int, app: str) -> list[str]:
         """An app's accessibility tree as the agent sees it: one row per node (tag, name, text, …, tab-separated)."""
         return self._a11y_tree(pid, app).splitlines()
 

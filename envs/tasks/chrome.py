@@ -132,7 +132,7 @@ def address_bar(desktop: "Desktop") -> str | None:
     windows = sorted((w for w in desktop.screen.windows() if app_of(w) == "chromium" and w.pid),
                      key=lambda w: not w.focused)
     for w in windows:
-        for line in desktop.a11y_lines(w.pid, "chromium"):
+        for line in desktop.a11y_rows(w.pid, "chromium"):
             tag, name, text = (line.split("\t") + ["", "", ""])[:3]
             if (tag, name) == ADDRESS_BAR:
                 return text or None

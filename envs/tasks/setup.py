@@ -212,6 +212,8 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
     return [str(c) for c in command]
 
 
+BROWSERS = {"google-chrome", "google-chrome-stable", "chromium", "chromium-browser"}  # compat/bin's
+BROWSER_START_S = 30.0
 TOLERATED_AFTER_THE_AGENT = {"activate_window", "close_window", "sleep"}  # what the agent may have closed
 DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/sandbox.py)
 STAND_INS = {"python", "gnome-terminal", "x-terminal-emulator", "libreoffice", "soffice"}  # the launch step's own
@@ -306,6 +308,11 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
         desktop.launch(["xterm", *desktop.terminal_log_args()])
         return
     desktop.launch(_argv(command, shell))
+    if raw and Path(raw[0]).name in BROWSERS:  # the next step (or the agent's first look) expects its window
+        from computerrl.envs.desktop import app_of
+
+        if desktop.wait_for_window(lambda w: app_of(w) == "chromium", timeout_s=budget.left(BROWSER_START_S)) is None:
+            raise SetupError(f"launch: {raw[0]} showed no window within {BROWSER_START_S:.0f} s")
 
 
 @step("execute", command=(_command, True), shell=(_flag, False))

@@ -1,0 +1,121 @@
+"""Chrome in a real desktop: Chromium under Google Chrome's names, real OSWorld Chrome tasks set up,
+solved by a scripted agent and scored, and the getters that read the browser and its profile."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from computerrl.envs.client import DesktopEnv
+from computerrl.envs.scripted import response
+from computerrl.envs.tasks.chrome import HISTORY_TEMPLATE
+
+pytestmark = pytest.mark.desktop
+
+LAUNCH = [{"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+          {"type": "launch", "parameters": {"command": ["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]}}]
+# OSWorld's chrome/06fe7178-4491-4589-810f-2e2bc9502122.json, as it is
+BRING_BACK_TAB = {
+    "id": "06fe7178-4491-4589-810f-2e2bc9502122", "snapshot": "chrome",
+    "instruction": "Can you make my computer bring back the last tab I shut down?",
+    "config": LAUNCH + [
+        {"type": "chrome_open_tabs", "parameters": {"urls_to_open": [
+            "https://www.lonelyplanet.com", "https://www.airbnb.com", "https://www.tripadvisor.com"]}},
+        {"type": "chrome_close_tabs", "parameters": {"urls_to_close": ["https://www.tripadvisor.com"]}}],
+    "related_apps": ["chrome"],
+    "evaluator": {"func": "is_expected_tabs", "result": {"type": "open_tabs_info"},
+                  "expected": {"type": "rule", "rules": {"type": "url", "urls": [
+                      "https://www.lonelyplanet.com", "https://www.airbnb.com", "https://www.tripadvisor.com"]}}}}
+# OSWorld's chrome/12086550-11c0-466b-b367-1d9e75b3910e.json, as it is
+PASSWORDS_PAGE = {
+    "id": "12086550-11c0-466b-b367-1d9e75b3910e", "snapshot": "chrome",
+    "instruction": "Computer, please navigate to the area in my browser settings where my passwords are stored. "
+                   "I want to check my login information for Etsy without revealing it just yet.",
+    "config": LAUNCH, "related_apps": ["chrome"],
+    "evaluator": {"func": "is_expected_active_tab", "result": {"type": "active_url_from_accessTree", "goto_prefix": ""},
+                  "expected": {"type": "rule", "rules": {"type": "url", "url": "chrome://password-manager/passwords"}}}}
+
+
+@pytest.fixture
+def env(server, tmp_path):
+    server[0].slots[0].desktop.file_cache = tmp_path  # white box: the server's --cache
+    (tmp_path / "index.json").write_text("{}")
+    return DesktopEnv(server[1], 0, max_steps=30)
+
+
+def play(env, task, codes):
+    env.reset(options={"task": task})
+    for code in codes:
+        obs, reward, terminated, truncated, info = env.step(response(code))
+        assert not info["aborted"], info["aborted"]
+    assert terminated
+    return reward, info
+
+
+def test_chrome_shows_in_the_accessibility_tree_and_is_gone_after_reset(env, server):
+    obs, _ = env.reset(options={"task": PASSWORDS_PAGE})
+    assert obs["focused_app"] == "chromium"
+    assert "Address and search bar" in obs["a11y_tree"]
+    assert any(w["title"].endswith("Chromium") for w in obs["windows"])
+    obs, _ = env.reset()
+    assert not [w for w in obs["windows"] if "Chromium" in w["title"]]
+    assert "chromium" not in server[0].slots[0].desktop.sandbox.run(["ps", "-eo", "comm"], env={}).stdout
+
+
+def test_bring_back_the_closed_tab_scores_one_when_done_and_zero_when_not(env):
+    reward, info = play(env, BRING_BACK_TAB, ["Agent.hotkey(['ctrl', 'shift', 't'])", "Agent.wait()",
+                                              "Agent.exit(True)"])
+    assert reward == 1.0, info
+    reward, info = play(env, BRING_BACK_TAB, ["Agent.exit(True)"])
+    assert reward == 0.0, info
+
+
+def test_the_active_url_is_what_the_address_bar_shows(env):
+    reward, info = play(env, PASSWORDS_PAGE, ["Agent.hotkey(['ctrl', 'l'])",
+                                              "Agent.type(text='chrome://password-manager/passwords', enter=True)",
+                                              "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+    reward, info = play(env, PASSWORDS_PAGE, ["Agent.hotkey(['ctrl', 'l'])",
+                                              "Agent.type(text='chrome://settings/', enter=True)",
+                                              "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 0.0, info
+
+
+def _empty_history(server, tmp_path) -> None:
+    """A History database of the desktop's own Chromium, emptied: the stand-in for OSWorld's cached template."""
+    desktop = server[0].slots[0].desktop
+    env = DesktopEnv(server[1], 0, max_steps=5)
+    env.reset(options={"task": {**PASSWORDS_PAGE, "evaluator": {"func": "infeasible"},
+                                "config": LAUNCH + [{"type": "sleep", "parameters": {"seconds": 2}},
+                                                    {"type": "execute", "parameters": {"command": "pkill chrome",
+                                                                                       "shell": True}},
+                                                    {"type": "sleep", "parameters": {"seconds": 2}}]}})
+    data = desktop.sandbox.read("/home/user/.config/google-chrome/Default/History")
+    assert data, "Chromium wrote no History"
+    (tmp_path / "history_empty.sqlite").write_bytes(data)
+    with sqlite3.connect(tmp_path / "history_empty.sqlite") as conn:
+        conn.execute("DELETE FROM visits")
+        conn.execute("DELETE FROM urls")
+    (tmp_path / "index.json").write_text(json.dumps({HISTORY_TEMPLATE: "history_empty.sqlite"}))
+
+
+DELETE_HISTORY = {  # in the manner of OSWorld's chrome/44ee5668-…: delete the history of one site
+    "id": "delete-youtube-history", "snapshot": "chrome", "instruction": "Delete my YouTube browsing history.",
+    "config": [{"type": "update_browse_history", "parameters": {"history": [
+        {"url": "https://www.youtube.com/watch?v=1", "title": "A video", "visit_time_from_now_in_seconds": 3600},
+        {"url": "https://www.wikipedia.org/", "title": "Wikipedia", "visit_time_from_now_in_seconds": 60}]}}],
+    "evaluator": {"func": "check_history_deleted", "result": {"type": "history", "dest": "history.sqlite"},
+                  "expected": {"type": "rule", "rules": {"type": "keywords", "keywords": ["youtube"]}}}}
+
+
+def test_browse_history_is_set_up_read_and_scored(env, server, tmp_path):
+    _empty_history(server, tmp_path)
+    delete = ("python3 -c \"import sqlite3; c = sqlite3.connect('/home/user/.config/google-chrome/Default/History'); "
+              "c.execute(\\\"DELETE FROM urls WHERE url LIKE '%youtube%'\\\"); c.commit()\"")
+    reward, info = play(env, DELETE_HISTORY, ["Agent.open_app('terminal')", f"Agent.type(text={delete!r}, enter=True)",
+                                              "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+    reward, info = play(env, DELETE_HISTORY, ["Agent.exit(True)"])
+    assert reward == 0.0, info
