@@ -119,3 +119,28 @@ def test_browse_history_is_set_up_read_and_scored(env, server, tmp_path):
     assert reward == 1.0, info
     reward, info = play(env, DELETE_HISTORY, ["Agent.exit(True)"])
     assert reward == 0.0, info
+
+
+# OSWorld's chrome/af630914-714e-4a24-a7bb-f9af687d3b91.json, as it is: its postconfig ends Chrome with
+# `pkill chrome` (here Chromium: the desktop's pkill stand-in) so that it writes its Preferences
+FONT_SIZE = {
+    "id": "af630914-714e-4a24-a7bb-f9af687d3b91", "snapshot": "chrome",
+    "instruction": "My grandmother has been using the Chrome lately and told me that the font size is way too small "
+                   "for her poor eyesight. Could you set the default font size to the largest for her?",
+    "config": LAUNCH, "related_apps": ["chrome"],
+    "evaluator": {"postconfig": [{"type": "launch", "parameters": {"command": ["pkill", "chrome"]}},
+                                 {"type": "launch", "parameters": {"command": ["google-chrome",
+                                                                               "--remote-debugging-port=1337"]}}],
+                  "func": "check_font_size", "result": {"type": "chrome_font_size"},
+                  "expected": {"type": "rule", "rules": {"type": "range", "min": 16, "max": 99999}}}}
+
+
+def test_a_preference_written_by_chrome_is_read_from_its_profile(env):
+    edit = ("pkill chrome; sleep 2; python3 -c \"import json; p = '/home/user/.config/google-chrome/Default/Preferences'; "
+            "d = json.load(open(p)); d.setdefault('webkit', {}).setdefault('webprefs', {})['default_font_size'] = 72; "
+            "json.dump(d, open(p, 'w'))\"")
+    reward, info = play(env, FONT_SIZE, ["Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)",
+                                         "Agent.wait()", "Agent.wait()", "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+    reward, info = play(env, FONT_SIZE, ["Agent.exit(True)"])
+    assert reward == 0.0, info

@@ -79,6 +79,14 @@ def _wait_loaded(devtools: DevTools, tab: dict, budget: Budget) -> None:
         time.sleep(0.1)
 
 
+def settle(desktop: "Desktop", budget: Budget) -> None:
+    """A browser just started, done starting: DevTools answers and its first tab has loaded (until then
+    Chromium may still take the focus from a window opened after its own)."""
+    devtools = browser(desktop, budget)
+    for tab in devtools.tabs()[:1]:
+        _wait_loaded(devtools, tab, budget)
+
+
 # ---- setup steps ---------------------------------------------------------------------------
 @step("chrome_open_tabs", urls_to_open=(_urls, True))
 def chrome_open_tabs(desktop: "Desktop", budget: Budget, urls_to_open: list[str], **_) -> None:

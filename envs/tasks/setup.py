@@ -307,12 +307,28 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
     if raw and Path(raw[0]).name in ("gnome-terminal", "xterm", "x-terminal-emulator"):  # OSWorld's terminal
         desktop.launch(["xterm", *desktop.terminal_log_args()])
         return
+    if raw and Path(raw[0]).name == "pkill" and not flag(shell):
+        _pkill_and_wait(desktop, budget, raw[1:])
+        return
     desktop.launch(_argv(command, shell))
     if raw and Path(raw[0]).name in BROWSERS:  # the next step (or the agent's first look) expects its window
         from computerrl.envs.desktop import app_of
 
+        from computerrl.envs.tasks.chrome import settle
+
         if desktop.wait_for_window(lambda w: app_of(w) == "chromium", timeout_s=budget.left(BROWSER_START_S)) is None:
             raise SetupError(f"launch: {raw[0]} showed no window within {BROWSER_START_S:.0f} s")
+        settle(desktop, budget)
+
+
+def _pkill_and_wait(desktop: "Desktop", budget: Budget, args: list[str]) -> None:
+    """`pkill ARGS`, then the wait for its processes to end. OSWorld's tasks launch `pkill chrome` and then
+    Chrome again at once: on their VM the old one is gone by then; here, started together, the new one
+    could be the one killed, or hand its window to the dying one."""
+    execute(desktop, budget, ["pkill", *args])
+    pattern = " ".join(map(shlex.quote, args))
+    execute(desktop, budget, ["bash", "-c", f"for _ in $(seq 100); do pgrep {pattern} >/dev/null || exit 0; "
+                                            f"sleep 0.1; done"])
 
 
 @step("execute", command=(_command, True), shell=(_flag, False))
