@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from computerrl.apis import generated
-from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, api_for_app
+from computerrl.apis.app_api import IMPLEMENTATIONS, ApiError, AppApi, api_for_app
 from computerrl.envs.a11y import A11yError, A11yReader, CellHint, linearize
 from computerrl.envs.cgroup import Cgroup
 from computerrl.envs.office import FACTORIES, Office, office_env
@@ -358,6 +358,8 @@ class Desktop:
         if api is None:
             return ""
         impl = IMPLEMENTATIONS[api]
+        if not issubclass(impl, AppApi):  # an app of its own (the browser), not an office document
+            return impl(self).app_info(APP_INFO_CHARS)
 
         def describe() -> str:
             doc = self.office.desktop.getCurrentComponent()
@@ -382,6 +384,9 @@ class Desktop:
         impl = IMPLEMENTATIONS.get(api)
         if impl is None:
             raise ApiError(f"{api} is not available on this desktop")
+        if not issubclass(impl, AppApi):  # acts on its app through the desktop (DevTools, keys), not over UNO
+            result = getattr(impl(self), name)(**args)
+            return "Done" if result is None else str(result)
 
         def call() -> str:
             doc = self.office.desktop.getCurrentComponent()

@@ -144,3 +144,24 @@ def test_a_preference_written_by_chrome_is_read_from_its_profile(env):
     assert reward == 1.0, info
     reward, info = play(env, FONT_SIZE, ["Agent.exit(True)"])
     assert reward == 0.0, info
+
+
+def test_browser_tools_open_pages_and_press_the_browsers_shortcuts(env, server):
+    obs, _ = env.reset(options={"task": BRING_BACK_TAB})
+    assert "lonelyplanet" in obs["app_info"], obs["app_info"]  # the open tabs
+    for call, shown in (("BrowserTools.open_privacy_settings()", "chrome://settings/privacy"),
+                        ("BrowserTools.open_bookmarks()", "chrome://bookmarks")):
+        obs, _, _, _, info = env.step(response(call))
+        assert info["action_valid"] and not info["aborted"], info
+        assert shown in obs["app_info"], obs["app_info"]
+    from computerrl.envs.tasks.chrome import address_bar
+
+    assert address_bar(server[0].slots[0].desktop) == "chrome://bookmarks"
+    obs, reward, terminated, _, info = env.step(response("BrowserTools.bring_back_last_tab()"))
+    assert "tripadvisor" in obs["app_info"], obs["app_info"]
+
+
+def test_browser_tools_are_offered_when_the_browser_is_focused():
+    from computerrl.policy.prompt import api_classes
+
+    assert api_classes("chromium")[-1] == "BrowserTools"
