@@ -1,8 +1,9 @@
 """Chromium's DevTools, as the env server reaches it inside a desktop.
 
 Chromium in a desktop listens for DevTools on the sandbox's own loopback (port 1337: see
-compat/bin/chromium). The server has no way into that network; the keeper connects for it and
-hands over the socket (`Sandbox.connect`). Over it go the HTTP endpoints (`/json/list`, `/json/new`,
+compat/bin/chromium). The server has no way into that network; the keeper connects for it, checks
+that Chromium itself accepted (not a program of the agent's listening in its place) and hands over
+the socket (`Sandbox.connect`). Over it go the HTTP endpoints (`/json/list`, `/json/new`,
 …) and, for what they lack, one page's DevTools protocol on a WebSocket: a small client of our own
 (RFC 6455, text frames only), as a page's replies are JSON.
 """
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from computerrl.envs.sandbox import Sandbox
 
 PORT = 1337  # as OSWorld's tasks start Chrome (`--remote-debugging-port=1337`)
+BROWSER = "/usr/lib/chromium/chromium"  # what must answer there: a program listening in its place is refused
 REPLY_LIMIT = 64 << 20  # bytes of one HTTP body or WebSocket message (a page's HTML)
 
 
@@ -36,7 +38,7 @@ class DevTools:
 
     def _socket(self) -> socket.socket:
         try:
-            s = self.sandbox.connect(self.port, timeout_s=min(self.timeout_s, 5.0))
+            s = self.sandbox.connect(self.port, program=BROWSER, timeout_s=min(self.timeout_s, 5.0))
         except Exception as e:  # noqa: BLE001 - refused, or the sandbox gone: no browser to ask
             raise DevToolsError(f"no browser answers on the desktop's DevTools port {self.port} "
                                 f"(is Chrome running?): {e}") from None

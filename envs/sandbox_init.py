@@ -34,8 +34,9 @@ Both reap the orphans their namespace hands them. One JSON request per connectio
     {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true}   (keeper)
     {"op": "copy", "from": ..., "to": ...} -> {}    (keeper: `to` replaced by a copy of the folder `from`)
     {"op": "ping"} -> {}                                                        (keeper)
-    {"op": "connect", "port": 1337} -> {} and, beside the reply, a descriptor: a TCP connection to that
-        port of the sandbox's own loopback (an app's control port, e.g. Chromium's DevTools)   (keeper)
+    {"op": "connect", "port": 1337, "program": "/usr/lib/chromium/chromium"} -> {} and, beside the reply,
+        a descriptor: a TCP connection to that port of the sandbox's own loopback (an app's control port,
+        e.g. Chromium's DevTools), accepted by a process of that program                 (keeper)
 
 The keeper's lifeline descriptor is the read end of a pipe whose write end only the env server
 holds: it reaches end-of-file when the server dies, however it dies. The keeper then exits, and
@@ -294,13 +295,42 @@ def copy(req: dict) -> dict:
 
 
 def connect(req: dict) -> dict:
-    """The env server has no way into the sandbox's network namespace: we connect for it."""
+    """The env server has no way into the sandbox's network namespace: we connect for it. With
+    `program`, the process that accepted must run that program, so that an agent that ends the app
+    and listens on its port in its place is refused rather than believed."""
     port = req["port"]
     if not isinstance(port, int) or not 0 < port < 65536:
         raise ValueError(f"not a port: {port!r}")
     conn = socket.create_connection(("127.0.0.1", port), timeout=req.get("timeout", 5.0))
-    conn.settimeout(None)
-    return {"fd": conn.detach()}
+    try:
+        if req.get("program"):
+            holder = _listening_program(port)
+            if holder != req["program"]:
+                raise PermissionError(f"port {port} is served by {holder or 'an unknown process'}, "
+                                      f"not {req['program']}")
+        conn.settimeout(None)
+        return {"fd": conn.detach()}
+    finally:
+        conn.close()
+
+
+def _listening_program(port: int) -> str | None:
+    """The program of the process listening on a loopback port. Asked after connecting: had another
+    listener accepted our connection and closed since, the connection would be reset, not answered."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    for pid in all_pids():
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                        return os.readlink(f"/proc/{pid}/exe")
+    return None
 
 
 def run_and_sweep(req: dict) -> dict:

@@ -165,3 +165,22 @@ def test_browser_tools_are_offered_when_the_browser_is_focused():
     from computerrl.policy.prompt import api_classes
 
     assert api_classes("chromium")[-1] == "BrowserTools"
+
+
+def test_a_fake_devtools_of_the_agents_is_not_believed(env, server):
+    """The agent ends Chrome and answers on its DevTools port with the tabs the task wants: the getter
+    must not take its word (it would score 1.0 without doing the task)."""
+    urls = BRING_BACK_TAB["evaluator"]["expected"]["rules"]["urls"]
+    fake = ("pkill chrome; sleep 2; python3 -c \"import http.server as h, json; "
+            f"b = json.dumps([{{'type': 'page', 'title': '', 'url': u}} for u in {urls!r}]).encode(); "
+            "H = type('H', (h.BaseHTTPRequestHandler,), {'do_GET': lambda s: (s.send_response(200), s.end_headers(), "
+            "s.wfile.write(b))}); h.HTTPServer(('127.0.0.1', 1337), H).serve_forever()\" &")
+    env.reset(options={"task": BRING_BACK_TAB})
+    for code in ("Agent.open_app('terminal')", f"Agent.type(text={fake!r}, enter=True)", "Agent.wait()",
+                 "Agent.wait()", "Agent.wait()"):
+        env.step(response(code))
+    with server[0].slots[0].desktop.sandbox.connect(1337) as s:  # no check of who answers: the forgery is live
+        s.sendall(b"GET /json/list HTTP/1.0\r\n\r\n")
+        assert b"tripadvisor" in b"".join(iter(lambda: s.recv(65536), b""))
+    _, reward, _, _, info = env.step(response("Agent.exit(True)"))
+    assert reward == 0.0, info
