@@ -132,6 +132,11 @@ osworld-eval:
 bench-envs *args: install
     {{venv}}/python -m computerrl.bench.bench_envs {{args}}
 
+# App benchmarks: PSS of a desktop with each app open, launch-to-settled-window and reset after it (JSON last line).
+[group("bench")]
+bench-apps *args: install
+    {{venv}}/python -m computerrl.bench.bench_apps {{args}}
+
 # Rollout benchmarks: embedded model in real desktops at 1/4/8 desktops, model vs desktop time, overlap (JSON last line).
 [group("bench")]
 bench-rollout *args: install
