@@ -184,3 +184,45 @@ def test_a_fake_devtools_of_the_agents_is_not_believed(env, server):
         assert b"tripadvisor" in b"".join(iter(lambda: s.recv(65536), b""))
     _, reward, _, _, info = env.step(response("Agent.exit(True)"))
     assert reward == 0.0, info
+
+
+PAGE = b"""<html><head><title>Flights</title></head><body>
+<div class="city">Seattle</div><div class="city">New York</div><p class="date">Tue, Dec 1</p>
+<form><input id="name" value=" Ada "></form><main><section><p>from SEA</p></section></main></body></html>"""
+PARSE_TASK = {  # in the manner of OSWorld's flight-search tasks: values read off the page the address bar shows
+    "id": "html-parse", "snapshot": "chrome", "instruction": "Search flights from Seattle to New York.",
+    # the address bar shows a file's path: the prefix makes it a URL again
+    "config": LAUNCH,
+    "evaluator": {"func": "check_direct_json_object",
+                  "result": {"type": "active_tab_html_parse", "goto_prefix": "file://", "category": "class",
+                             "class_singleObject": {"date": "time"},
+                             "class_multiObject": {"city": {"0": "start", "1": "end"}}},
+                  "expected": {"type": "rule", "rules": {"expected": {"start": "Seattle", "end": "New York",
+                                                                      "time": "Tue, Dec 1"}}}}}
+
+
+def test_values_are_read_off_the_page_the_address_bar_shows(env, server):
+    from computerrl.envs.tasks.chrome import active_tab_html_parse
+    from computerrl.envs.tasks.setup import Budget
+
+    desktop = server[0].slots[0].desktop
+
+    def visit(page: bytes) -> None:
+        env.reset(options={"task": PARSE_TASK})
+        desktop.sandbox.write("/home/user/flights.html", page)  # the page the agent's search led to
+        for code in ("Agent.hotkey(['ctrl', 'l'])", "Agent.type(text='file:///home/user/flights.html', enter=True)",
+                     "Agent.wait()"):
+            env.step(response(code))
+
+    def parse(**spec):
+        return active_tab_html_parse(desktop, {"goto_prefix": "file://", **spec}, None, Budget.of())
+
+    visit(PAGE)
+    assert parse(category="xpath", xpathObject={"/html/body/main/section/p": "from"}) == {"from": "from SEA"}
+    assert parse(category="input", inputObject={"//input[@id='name']": "name"}) == {"name": "Ada"}
+    assert parse(category="label", labelObject={"new york": "city"}) == {"city": "New York"}
+    _, reward, _, _, info = env.step(response("Agent.exit(True)"))
+    assert reward == 1.0, info
+    visit(PAGE.replace(b"New York", b"Boston"))
+    _, reward, _, _, info = env.step(response("Agent.exit(True)"))
+    assert reward == 0.0, info

@@ -95,3 +95,26 @@ def test_list_metrics(tmp_path):
     assert check_list(str(f), {"expect": ["^alpha$"], "unexpect": ["gamma"]}) == 1.0
     assert check_list(str(f), {"expect": ["^alpha$"], "unexpect": ["bet"]}) == 0.0
     assert check_list(None, {"expect": []}) == 0.0
+
+
+def test_relative_days_are_filled_in_as_osworld_does():
+    from datetime import datetime
+
+    from computerrl.envs.tasks.relative_time import resolve
+
+    wednesday = datetime(2026, 11, 25, 9, 30)
+    rules = {"relativeTime": {"from": "this Saturday", "to": "this Sunday"},
+             "expected": {"from": "{DoW}, {Month} {Day0D}", "to": "{DoW}, {Month} {Day0D}", "city": "NYC"}}
+    got = resolve(rules, wednesday)
+    assert got["expected"] == {"from": "Sat, Nov 28", "to": "Sun, Nov 29", "city": "NYC"}
+    assert rules["expected"]["from"] == "{DoW}, {Month} {Day0D}"  # the task's own rules are left as written
+    got = resolve({"relativeTime": {"from": "next Monday", "to": "next Friday"},
+                   "expected": {"from": "{DoW}, {DayD} {Month} {Year}, 10:00", "to": "{DayD}"}}, wednesday)
+    assert got["expected"] == {"from": "Mon, 30 Nov 2026, 10:00", "to": "4"}
+    assert resolve({"relativeTime": {"from": "5th next month"}, "expected": {"time": "{Year}-{Month0D}-{Day0D}"}},
+                   datetime(2026, 12, 20))["expected"]["time"] == "2027-01-05"
+    assert resolve({"relativeTime": {"from": "tomorrow"}, "expected": {"time": ["{MonthFull} {DayD}"]}},
+                   wednesday)["expected"]["time"] == ["November 26"]
+    # OSWorld's own code raises here in August: month 0
+    assert resolve({"relativeTime": {"from": "first monday four months later"}, "expected": {"time": "{month} {DayD}"}},
+                   datetime(2026, 8, 10))["expected"]["time"] == "december 7"

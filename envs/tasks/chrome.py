@@ -25,7 +25,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 from computerrl.envs.devtools import DevTools, DevToolsError
 from computerrl.envs.tasks.getters import _any, getter
@@ -217,6 +217,98 @@ def url_dash_part(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> 
         return None
     part = parts[index].split("?")[0] if spec.get("needDeleteId") else parts[index]
     return part if spec["returnType"] == "string" else {spec.get("key"): part} if spec["returnType"] == "json" else None
+
+
+# What OSWorld's html-parse getter asks of a page, as JavaScript run in it (the selector comes in `S`).
+PAGE_QUERIES = {
+    "texts": "Array.from(document.querySelectorAll(S), e => (e.textContent || '').trim())",
+    "direct_text_nodes": "(e => e ? Array.from(e.childNodes).filter(n => n.nodeType === 3)"
+                         ".map(n => n.textContent.trim()).filter(t => t) : [])(document.querySelector(S))",
+    "only_child": "Array.from(document.querySelectorAll(S)).map(e => e.querySelector('h3')).filter(h => h)"
+                  ".map(h => (h.textContent || '').trim())",
+    "li": "Array.from(document.querySelectorAll(S + ' li.catAllProducts'), e => e.querySelector('span'))"
+          ".filter(s => s).map(s => s.innerText.trim())",
+    "xpath": "(n => n ? (n.textContent || '').trim() : '')(document.evaluate(S, document, null, "
+             "XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue)",
+    "input": "(n => n && n.value !== undefined ? String(n.value).trim() : '')(document.evaluate(S, document, null, "
+             "XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue)",
+    # Playwright's `text=` picks the first element (in document order) whose text holds it, case folded,
+    # with no child that holds it too
+    "label": "(t => { const has = e => (e.textContent || '').replace(/\\s+/g, ' ').toLowerCase().includes(t); "
+             "const all = Array.from(document.body.querySelectorAll('*')).filter(has); "
+             "const e = all.find(e => !Array.from(e.children).some(has)); "
+             "return e ? (e.textContent || '').trim() : ''; })(S.toLowerCase())",
+}
+
+
+def _html_parse(ask, spec: dict, url: str) -> dict:
+    """OSWorld's html-parse result for one page; `ask(query, selector)` runs a PAGE_QUERIES entry there."""
+    out: dict = {}
+
+    def pick(values: list, index) -> str:
+        i = int(index)
+        return values[i] if -len(values) <= i < len(values) else ""
+
+    category = spec.get("category")
+    if category == "class":
+        for key, query in (("class_multiObject", "texts"), ("class_multiObject_child", "direct_text_nodes"),
+                           ("class_multiObject_only_child", "only_child")):
+            for cls, slots in (spec.get(key) or {}).items():
+                values = ask(query, "." + cls)
+                out.update({name: pick(values, index) for index, name in slots.items()})
+        for cls, labels in (spec.get("class_multiObject_search_exist") or {}).items():
+            values = ask("texts", "." + cls)
+            for label in labels:
+                if label == "is_other_exist":
+                    out[label] = any(v not in labels for v in values)
+                else:
+                    out[label] = label in values
+        for cls, name in (spec.get("class_singleObject") or {}).items():
+            out[name] = pick(ask("texts", "." + cls), 0)
+    elif category == "label":
+        out.update({name: ask("label", text) for text, name in (spec.get("labelObject") or {}).items()})
+    elif category in ("xpath", "input"):
+        objects = spec.get("xpathObject" if category == "xpath" else "inputObject") or {}
+        out.update({name: ask(category, path) for path, name in objects.items()})
+    elif category == "class&url":
+        for key, query in (("class_multiObject", "texts"), ("class_multiObject_li", "li")):
+            for cls, labels in (spec.get(key) or {}).items():
+                values = ask(query, "." + cls)
+                for label in labels:
+                    if any(v.lower() == label.lower() for v in values):
+                        out[label.lower()] = True
+                others = any(all(v.lower() not in item.lower() for item in labels) for v in values)
+                out["is_other_exist"] = True if others else out.get("is_other_exist", False)
+        for key in spec.get("url_include_expected") or []:
+            out.setdefault(key.lower(), key.lower() in url.lower())
+        for part, label in (spec.get("url_include_expected_multichoice") or {}).items():
+            out.setdefault(label.lower(), part.lower() in url.lower())  # the first writer wins, as OSWorld's
+    return out
+
+
+@getter("active_tab_html_parse", goto_prefix=(_any, False), category=(_any, True))
+def active_tab_html_parse(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
+    """Values the rule names, read from the page the address bar shows (by class, label, xpath or input)."""
+    url = _active_url(desktop, spec)
+    if not isinstance(url, str):
+        return None
+    try:
+        devtools = browser(desktop, budget, wait_s=5.0)
+        tabs = devtools.tabs()
+    except DevToolsError:
+        return {}
+    tab = next((t for t in tabs if unquote(t["url"]).rstrip("/") == unquote(url).rstrip("/")), None)
+    if tab is None:
+        return {}
+    _wait_loaded(devtools, tab, budget)
+
+    def ask(query: str, selector: str):
+        try:
+            return devtools.evaluate(tab, f"(S => {PAGE_QUERIES[query]})({json.dumps(selector)})")
+        except DevToolsError:
+            return [] if query in ("texts", "direct_text_nodes", "only_child", "li") else ""
+
+    return _html_parse(ask, spec, tab["url"])
 
 
 @getter("open_tabs_info")

@@ -313,7 +313,6 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
     desktop.launch(_argv(command, shell))
     if raw and Path(raw[0]).name in BROWSERS:  # the next step (or the agent's first look) expects its window
         from computerrl.envs.desktop import app_of
-
         from computerrl.envs.tasks.chrome import settle
 
         if desktop.wait_for_window(lambda w: app_of(w) == "chromium", timeout_s=budget.left(BROWSER_START_S)) is None:
