@@ -17,6 +17,7 @@ from computerrl.envs.compat.xkeys import BUTTONS, keysym
 from computerrl.envs.desktop import Desktop, app_of
 from computerrl.envs.office import FACTORIES
 
+TERMINAL_KEYS = sorted(keysym(k).lower() for k in ("ctrl", "alt", "t"))  # ctrl+alt+t opens a terminal
 SCROLL_BUTTONS = {"up": "4", "down": "5", "left": "6", "right": "7"}
 SCROLL_CLICKS = 5  # wheel notches per Agent.scroll: about a screenful of rows in LibreOffice
 WAIT_S = 1.0  # what Agent.wait() waits
@@ -24,7 +25,7 @@ TYPE_DELAY_MS = 4  # between keystrokes; 0 lets LibreOffice drop characters unde
 
 # Apps Agent.open_app knows besides LibreOffice's: name -> argv (used only when installed).
 EXTERNAL_APPS = {
-    "terminal": ["xterm"],  # its output is logged: see Desktop.terminal_log_args
+    "terminal": ["xterm", "-T", "Terminal"],  # titled as Ubuntu's; its output is logged (Desktop.terminal_log_args)
     "chromium": ["chromium"],  # the desktop's stand-in: its profile, DevTools for the getters (compat/bin/chromium)
     "vlc": ["vlc", "--no-qt-privacy-ask"],
 }
@@ -95,6 +96,8 @@ class GuiActions:
         return f"Scrolled {direction} at {list(coordinates)}"
 
     def hotkey(self, keys: list[str]) -> str:
+        if sorted(keysym(k).lower() for k in keys) == TERMINAL_KEYS:  # Ubuntu's shortcut, as on OSWorld's VM
+            return self.open_app("terminal")
         self._xdotool("key", "--clearmodifiers", "+".join(keysym(k) for k in keys))
         return f"Pressed {'+'.join(keys)}"
 

@@ -55,7 +55,8 @@ def play(env, task, codes):
 
 
 def test_chrome_shows_in_the_accessibility_tree_and_is_gone_after_reset(env, server):
-    obs, _ = env.reset(options={"task": PASSWORDS_PAGE})
+    activate = {"type": "activate_window", "parameters": {"window_name": "Google Chrome"}}  # as OSWorld's tasks name it
+    obs, _ = env.reset(options={"task": {**PASSWORDS_PAGE, "config": LAUNCH + [activate]}})
     assert obs["focused_app"] == "chromium"
     assert "Address and search bar" in obs["a11y_tree"]
     assert any(w["title"].endswith("Chromium") for w in obs["windows"])

@@ -233,3 +233,16 @@ def test_a_postconfig_step_other_than_a_window_step_that_fails_still_fails_the_e
         {"type": "open", "parameters": {"path": "/home/user/nowhere.xlsx"}}]}}
     reward, info = play(task_env, task, ["CalcTools.set_cell_value('A4', 6)", "CalcTools.save()", "Agent.exit(True)"])
     assert reward == 0.0 and "evaluation failed" in info["score_detail"] and "evaluator_error" not in info, info
+
+
+def test_ctrl_alt_t_opens_a_terminal_titled_as_on_ubuntu(task_env):
+    task = {**OS_TASK, "evaluator": {**OS_TASK["evaluator"], "postconfig": [
+        {"type": "activate_window", "parameters": {"window_name": "Terminal", "strict": True}}]}}
+    task_env.reset(options={"task": task})
+    obs, _, _, _, info = task_env.step(response("Agent.hotkey(['ctrl', 'alt', 't'])"))
+    assert obs["focused_app"] == "terminal", info
+    assert [w["title"] for w in obs["windows"]] == ["Terminal"]
+    task_env.step(response("Agent.type(text='echo hi > ~/Documents/hello.txt', enter=True)"))
+    task_env.step(response("Agent.wait()"))
+    _, reward, _, _, info = task_env.step(response("Agent.exit(True)"))
+    assert reward == 1.0 and "postconfig" not in info["score_detail"], info

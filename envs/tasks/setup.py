@@ -305,7 +305,9 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
             desktop.office.open_app(office_app)
         return
     if raw and Path(raw[0]).name in ("gnome-terminal", "xterm", "x-terminal-emulator"):  # OSWorld's terminal
-        desktop.launch(["xterm", *desktop.terminal_log_args()])
+        from computerrl.envs.actions import EXTERNAL_APPS
+
+        desktop.launch([*EXTERNAL_APPS["terminal"], *desktop.terminal_log_args()])
         return
     if raw and Path(raw[0]).name == "pkill" and not flag(shell):
         _pkill_and_wait(desktop, budget, raw[1:])
@@ -354,10 +356,17 @@ def sleep(desktop: "Desktop", budget: Budget, seconds: float, **_) -> None:
     time.sleep(budget.left(min(float(seconds), SLEEP_MAX_S)))
 
 
+# How OSWorld's Ubuntu names an app's windows -> how this desktop's stand-in names them (titles end
+# "- Google Chrome" there, "- Chromium" here)
+WINDOW_NAMES = {"Google Chrome": "Chromium", "google-chrome": "chromium-browser"}
+
+
 def _window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False):
+    names = [window_name] + [here for there, here in WINDOW_NAMES.items() if there.lower() == window_name.lower()]
+
     def matches(w) -> bool:
         name = w.wm_class if flag(by_class) else w.title
-        return name == window_name if flag(strict) else window_name.lower() in name.lower()
+        return any(name == n if flag(strict) else n.lower() in name.lower() for n in names)
 
     return desktop.wait_for_window(matches, timeout_s=5.0)
 
