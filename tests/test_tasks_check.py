@@ -71,10 +71,14 @@ def test_an_unsupported_compare_table_rule_is_named_at_load_time():
     assert task.unsupported() == ["compare_table rule 'sheet_print' is not supported"]
 
 
-def test_a_multi_file_getter_is_reported_unsupported():
-    task = parse_task({**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"], "result": {
-        "type": "vm_file", "multi": True, "path": ["/home/user/a.xlsx"], "dest": ["a.xlsx"]}}})
-    assert task.unsupported() == ["getter 'vm_file' with multi"]
+def test_a_multi_file_getter_loads_and_its_paths_are_checked():
+    def result(**getter):
+        return parse_task({**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"], "result": {"type": "vm_file", **getter}}})
+
+    assert result(multi=True, path=["/home/user/a.xlsx", "/home/user/a.csv"], dest=["a.xlsx", "a.csv"],
+                  gives=[0, 1]).unsupported() == []
+    assert result(multi=True, path=[], dest=["a.xlsx"]).unsupported() == [
+        "getter 'vm_file' with path expected a non-empty string, or (with multi) a list of them"]
 
 
 def test_tasks_check_reports_every_file_and_survives_bad_ones(tmp_path):

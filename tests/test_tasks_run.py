@@ -246,3 +246,21 @@ def test_ctrl_alt_t_opens_a_terminal_titled_as_on_ubuntu(task_env):
     task_env.step(response("Agent.wait()"))
     _, reward, _, _, info = task_env.step(response("Agent.exit(True)"))
     assert reward == 1.0 and "postconfig" not in info["score_detail"], info
+
+
+def test_a_multi_file_getter_gives_the_files_it_names_side_by_side(task_env, server, tmp_path):
+    from pathlib import Path
+
+    from computerrl.envs.tasks.getters import fetch
+    from computerrl.envs.tasks.setup import Budget
+
+    desktop = server[0].slots[0].desktop
+    task_env.reset()
+    desktop.sandbox.write("/home/user/a.xlsx", b"book")
+    desktop.sandbox.write("/home/user/a-Sheet1.csv", b"1,2")
+    spec = {"type": "vm_file", "multi": True, "gives": [0, 2],
+            "path": ["/home/user/a.xlsx", "/home/user/a-Sheet1.csv", "/home/user/never.csv"],
+            "dest": ["a.xlsx", "a-Sheet1.csv", "never.csv"]}
+    book, never = fetch(desktop, spec, tmp_path, Budget.of(trusted=True))
+    assert Path(book).read_bytes() == b"book" and never is None
+    assert (Path(book).parent / "a-Sheet1.csv").read_bytes() == b"1,2"  # not given, but beside it, as named

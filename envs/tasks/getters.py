@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from computerrl.envs.tasks.registry import GETTERS
-from computerrl.envs.tasks.setup import (Budget, Parameters, SetupError, _command, _flag, _string, cached,
-                                         desktop_path, execute)
+from computerrl.envs.tasks.setup import (Budget, Parameters, SetupError, _command, _flag, cached, desktop_path,
+                                         execute)
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop import Desktop
@@ -38,25 +38,57 @@ def getter(name: str, **parameters: tuple):
     return wrap
 
 
-@getter("vm_file", path=(_string, True), dest=(_string, False))
-def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
-    """Copy the file out of the desktop (read as its user, in its sandbox), so the metric reads a
-    snapshot, not a file being saved."""
-    src = desktop_path(spec["path"])
-    data = desktop.sandbox.read(src, limit=FILE_LIMIT + 1)
-    if data is None:
-        return None
-    if len(data) > FILE_LIMIT:
-        raise SetupError(f"{src} is larger than {FILE_LIMIT >> 20} MB")
-    dest = Path(tempfile.mkdtemp(dir=out)) / Path(spec.get("dest") or src).name  # one folder each: no clashes
-    dest.write_bytes(data)
-    return str(dest)
+def _one_or_more(v) -> str:
+    ok = isinstance(v, str) and v or isinstance(v, list) and v and all(isinstance(x, str) and x for x in v)
+    return "" if ok else "expected a non-empty string, or (with multi) a list of them"
 
 
-@getter("cloud_file", path=(_string, True), dest=(_string, False))
-@getter("cache_file", path=(_string, True), dest=(_string, False))
-def cloud_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str:
-    return str(cached(desktop, spec["path"]))
+def _indices(v) -> str:
+    return "" if isinstance(v, list) and all(isinstance(i, int) for i in v) else "expected a list of indices"
+
+
+def _files(spec: dict) -> tuple[list[str], list[str | None], list[int]]:
+    """(paths, dests, the indices the metric is given): one file, or with `multi` lists of them."""
+    if spec.get("multi"):
+        paths = spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
+        dests = spec.get("dest") if isinstance(spec.get("dest"), list) else [None] * len(paths)
+    else:
+        paths, dests = [spec["path"]], [spec.get("dest")]
+    return paths, dests, spec.get("gives", [0])
+
+
+def _given(files: list[str | None]) -> str | None | list[str | None]:
+    return files[0] if len(files) == 1 else files  # as OSWorld's: one file alone, several as a list
+
+
+@getter("vm_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
+        gives=(_indices, False))
+def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None | list[str | None]:
+    """Copy the files out of the desktop (read as its user, in its sandbox), so the metric reads a
+    snapshot, not a file being saved; together in one folder under their `dest` names (a metric may
+    look for one beside another). A file the episode did not produce is None."""
+    paths, dests, gives = _files(spec)
+    folder, given = Path(tempfile.mkdtemp(dir=out)), []  # one folder each call: no clashes
+    for i, (path, dest) in enumerate(zip(paths, dests)):
+        src = desktop_path(path)
+        data = desktop.sandbox.read(src, limit=FILE_LIMIT + 1)
+        if data is not None and len(data) > FILE_LIMIT:
+            raise SetupError(f"{src} is larger than {FILE_LIMIT >> 20} MB")
+        target = folder / Path(dest or src).name
+        if data is not None:
+            target.write_bytes(data)
+        if i in gives:
+            given.append(str(target) if data is not None else None)
+    return _given(given)
+
+
+@getter("cloud_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
+        gives=(_indices, False))
+@getter("cache_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
+        gives=(_indices, False))
+def cloud_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | list[str]:
+    paths, _, gives = _files(spec)
+    return _given([str(cached(desktop, url)) for i, url in enumerate(paths) if i in gives])
 
 
 @getter("rule", rules=(_any, True))

@@ -75,8 +75,7 @@ class Task:
         programs = [setup.missing_program(s) for s in self.config + self.evaluator.get("postconfig", [])]
         missing += [p for p in dict.fromkeys(programs) if p]
         missing += [f"getter {g['type']!r}" for g in self.getters if g["type"] not in GETTERS]
-        missing += [f"getter {g['type']!r} with multi" for g in self.getters if g.get("multi")]
-        missing += [f"getter {g['type']!r} with {name} {problem}" for g in self.getters if not g.get("multi")
+        missing += [f"getter {g['type']!r} with {name} {problem}" for g in self.getters
                     for name, problem in setup.check_parameters(g["type"], g, getters.GETTER_PARAMETERS)]
         missing += [f"metric {m!r}" for m in dict.fromkeys(self.metrics) if m not in METRICS]
         options = self.evaluator.get("options") or {}
