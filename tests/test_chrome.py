@@ -227,3 +227,15 @@ def test_values_are_read_off_the_page_the_address_bar_shows(env, server):
     visit(PAGE.replace(b"New York", b"Boston"))
     _, reward, _, _, info = env.step(response("Agent.exit(True)"))
     assert reward == 0.0, info
+
+
+def test_the_launchers_on_the_desktop_are_read(env, server):
+    from computerrl.envs.tasks.chrome import shortcuts_on_desktop
+    from computerrl.envs.tasks.setup import Budget
+
+    desktop = server[0].slots[0].desktop
+    env.reset()
+    desktop.sandbox.write("/home/user/Desktop/game.desktop", b"[Desktop Entry]\nName=2048\n")
+    desktop.sandbox.write("/home/user/Desktop/notes.txt", b"not a launcher")
+    got = shortcuts_on_desktop(desktop, {"type": "shortcuts_on_desktop"}, None, Budget.of(trusted=True))
+    assert got == {"game.desktop": "[Desktop Entry]\nName=2048\n"}

@@ -7,7 +7,8 @@ import pytest
 from computerrl.envs.tasks.metrics_chrome import (check_direct_json_object, check_enabled_experiments, check_font_size,
                                                   check_history_deleted, check_list, compare_urls, is_cookie_deleted,
                                                   is_expected_active_tab, is_expected_bookmarks, is_expected_tabs,
-                                                  is_expected_url_pattern_match, is_in_list, literal_match,
+                                                  is_expected_url_pattern_match, is_in_list, is_shortcut_on_desktop,
+                                                  literal_match,
                                                   normalize_url)
 
 
@@ -118,3 +119,12 @@ def test_relative_days_are_filled_in_as_osworld_does():
     # OSWorld's own code raises here in August: month 0
     assert resolve({"relativeTime": {"from": "first monday four months later"}, "expected": {"time": "{month} {DayD}"}},
                    datetime(2026, 8, 10))["expected"]["time"] == "december 7"
+
+
+def test_a_shortcut_on_the_desktop_by_name_or_command():
+    game = {"chrome-abc-Default.desktop": "[Desktop Entry]\nName=Play Puzzle Game 2048\nExec=chromium --app-id=abc\n"}
+    assert is_shortcut_on_desktop(game, {"type": "name", "name": "Play Puzzle Game 2048"}) == 1.0
+    assert is_shortcut_on_desktop(game, {"type": "name", "name": "play puzzle game"}) == 1.0  # a part, any case
+    assert is_shortcut_on_desktop(game, {"type": "name", "name": "Chess"}) == 0.0
+    assert is_shortcut_on_desktop(game, {"type": "exec", "exec": "CHROMIUM"}) == 0.0  # commands keep their case
+    assert is_shortcut_on_desktop({"x.desktop": "Name=\n"}, {"type": "name", "name": "Chess"}) == 0.0

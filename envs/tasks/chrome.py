@@ -384,6 +384,17 @@ _preference("find_installed_extension_name", PREFERENCES,
             lambda p: [e["manifest"]["name"] for e in p["extensions"]["settings"].values()], "Google")
 
 
+@getter("shortcuts_on_desktop")
+def shortcuts_on_desktop(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict[str, str]:
+    """Every launcher on the desktop (~/Desktop/*.desktop): file name -> its text."""
+    from computerrl.envs.tasks.setup import execute
+
+    listing = execute(desktop, budget, ["find", "/home/user/Desktop", "-maxdepth", "1", "-name", "*.desktop",
+                                        "-type", "f", "-printf", "%f\\n"])
+    files = {name: desktop.sandbox.read(f"/home/user/Desktop/{name}", limit=1 << 20) for name in listing.split()}
+    return {name: data.decode(errors="replace") for name, data in files.items() if data is not None}
+
+
 @getter("bookmarks")
 def bookmarks(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> Any:
     data = desktop.sandbox.read(f"{DEFAULT}/Bookmarks", limit=64 << 20)

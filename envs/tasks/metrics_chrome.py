@@ -165,6 +165,25 @@ def is_expected_installed_extensions(installed, expected, **_) -> float:
     return float(canonical(expected["expected"]) <= canonical(installed))
 
 
+@metric("is_shortcut_on_desktop")
+def is_shortcut_on_desktop(shortcuts, rule, **_) -> float:
+    """A launcher whose Name= (any case, either way a substring) or Exec= (case kept) line matches the rule.
+    Departure: an empty name matches nothing (OSWorld's substring test lets `Name=` match every rule)."""
+    if rule["type"] not in ("name", "exec"):
+        raise TypeError(f"{rule['type']} not support yet!")
+    key, want = ("Name=", rule["name"]) if rule["type"] == "name" else ("Exec=", rule["exec"])
+    fold = (lambda t: t.lower()) if rule["type"] == "name" else (lambda t: t)
+    for content in shortcuts.values():
+        if f"{key}{want}\n" in content:
+            return 1.0
+        for line in content.splitlines():
+            if line.startswith(key):
+                value = line[len(key):].strip()
+                if value and (value == want or fold(want) in fold(value) or fold(value) in fold(want)):
+                    return 1.0
+    return 0.0
+
+
 # ---- OSWorld's general rule metrics -----------------------------------------------------------
 @metric("match_in_list")
 def match_in_list(result, rules, **_) -> float:
