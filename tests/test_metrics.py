@@ -311,3 +311,44 @@ def test_compare_pptx_files_compares_table_cells_fonts_not_only_their_text(tmp_p
     assert m("compare_pptx_files", deck(tmp_path / "same.pptx", bold=False), gold) == 1.0
     assert m("compare_pptx_files", deck(tmp_path / "bold.pptx", bold=True), gold) == 0.0
     assert m("compare_pptx_files", deck(tmp_path / "bold2.pptx", bold=True), gold, examine_font_bold=False) == 1.0
+
+
+def _validated_book(path, formula: str, sqref: str = "D2:D29"):
+    from openpyxl.worksheet.datavalidation import DataValidation
+
+    wb = openpyxl.Workbook()
+    dv = DataValidation(type="list", formula1=formula)
+    dv.add(sqref)
+    wb.active.add_data_validation(dv)
+    wb.save(path)
+    return str(path)
+
+
+def test_data_validation_rule_checks_the_results_validations(tmp_path):
+    rule = {"type": "data_validation", "sheet_idx": 0, "dv_props": [{
+        "ranges": {"method": "spreadsheet_range", "ref": ["D2:D29", "D1:D1048576"]},
+        "type": {"method": "eq", "ref": "list"},
+        "formula1": {"method": "str_set_eq", "ref": ["Pass", "Fail", "Held"]}}]}  # OSWorld's ecb0df7a
+    score = METRICS["compare_table"]
+    assert score(_validated_book(tmp_path / "a.xlsx", '"Held,Pass,Fail"'), None, rules=[rule]) == 1.0
+    assert score(_validated_book(tmp_path / "b.xlsx", '"Pass,Fail"'), None, rules=[rule]) == 0.0
+    assert score(_validated_book(tmp_path / "c.xlsx", '"Pass,Fail,Held"', "D2:D10"), None, rules=[rule]) == 0.0
+    assert score(str(tmp_path / "c.xlsx"), None, rules=[{**rule, "dv_props": []}]) == 0.0  # a validation no pattern names
+
+
+def test_filter_rule_compares_the_autofilters(tmp_path):
+    def book(name, values):
+        wb = openpyxl.Workbook()
+        for row in [["k", "v"], ["a", 1], ["b", 2]]:
+            wb.active.append(row)
+        wb.active.auto_filter.ref = "A1:B3"
+        if values:
+            wb.active.auto_filter.add_filter_column(0, values)
+        wb.save(tmp_path / name)
+        return str(tmp_path / name)
+
+    rule = {"type": "filter", "sheet_idx0": 0, "sheet_idx1": "EI0"}
+    score = METRICS["compare_table"]
+    assert score(book("r.xlsx", ["b", "a"]), book("e.xlsx", ["a", "b"]), rules=[rule]) == 1.0  # a set of values
+    assert score(book("r2.xlsx", ["a"]), str(tmp_path / "e.xlsx"), rules=[rule]) == 0.0
+    assert score(book("r3.xlsx", []), str(tmp_path / "e.xlsx"), rules=[rule]) == 0.0

@@ -8,6 +8,7 @@ Each declares its parameters, checked when the task loads.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,8 +88,17 @@ def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | 
 @getter("cache_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
         gives=(_indices, False))
 def cloud_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | list[str]:
-    paths, _, gives = _files(spec)
-    return _given([str(cached(desktop, url)) for i, url in enumerate(paths) if i in gives])
+    """The cached files, copied side by side under their `dest` names, as OSWorld's cache holds them (a
+    metric may look for one beside another: the CSV a sheet printed to, beside its book)."""
+    paths, dests, gives = _files(spec)
+    folder, given = Path(tempfile.mkdtemp(dir=out)), []
+    for i, (url, dest) in enumerate(zip(paths, dests)):
+        source = cached(desktop, url)
+        target = folder / Path(dest or source.name).name
+        shutil.copyfile(source, target)
+        if i in gives:
+            given.append(str(target))
+    return _given(given)
 
 
 @getter("rule", rules=(_any, True))

@@ -4,11 +4,12 @@
 |---|---|
 | metrics_basic | compare_text_file, check_include_exclude, exact_match, infeasible |
 | metrics_table | compare_table (rules in TABLE_RULES), compare_csv |
+| metrics_table_objects | compare_table's chart, pivot_table, filter, data_validation, sheet_print rules |
 | metrics_docs | compare_docx_files, compare_pptx_files |
 | metrics_office_world | compare_spreadsheet, simple_docx_compare, simple_pptx_compare |
 | metrics_chrome | Chrome's (is_expected_tabs, …), OSWorld's general rule metrics (check_direct_json_object, …) |
 """
 
 from computerrl.envs.tasks import (metrics_basic, metrics_chrome, metrics_docs, metrics_office_world,  # noqa: F401
-                                  metrics_table)
+                                  metrics_table, metrics_table_objects)
 from computerrl.envs.tasks.metrics_table import TABLE_RULES, check_table_rules  # noqa: F401

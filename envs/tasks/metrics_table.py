@@ -2,9 +2,10 @@
 and `compare_csv`.
 
 compare_table rules supported: `sheet_name`, `sheet_data`, `check_cell`, `sheet_fuzzy`, `freeze`,
-`zoom`, `row_props`, `col_props`. Not supported (ValueError naming the rule, raised before any
-file is read, so task loading can report it): `sheet_print` (needs LibreOffice's per-sheet CSV
-export), `sparkline`, `chart`, `style`, `data_validation`, `filter`, `pivot_table`.
+`zoom`, `row_props`, `col_props`, and in metrics_table_objects `chart`, `pivot_table`, `filter`,
+`data_validation`, `sheet_print`. Not supported (ValueError naming the rule, raised before any file
+is read, so task loading can report it): `style` (its conditional formats need a formula engine),
+`sparkline`.
 Sheet indices as in OSWorld: an int (result sheet by position), "RI0"/"RNname" (result by
 index/name), "EI0"/"ENname" (expected by index/name).
 Departures: a missing/unreadable result (or expected) book scores 0; cell values are read with
