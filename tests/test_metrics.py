@@ -159,8 +159,8 @@ def test_compare_table_missing_result_and_unsupported_rule(tmp_path):
     assert m("compare_table", None, gold, rules=rules) == 0.0
     (tmp_path / "junk.xlsx").write_text("not a workbook")
     assert m("compare_table", str(tmp_path / "junk.xlsx"), gold, rules=rules) == 0.0
-    with pytest.raises(ValueError, match="'sheet_print'"):
-        m("compare_table", gold, gold, rules=[{"type": "sheet_print", "sheet_idx0": 0, "sheet_idx1": "EI0"}])
+    with pytest.raises(ValueError, match="'sparkline'"):
+        m("compare_table", gold, gold, rules=[{"type": "sparkline", "sheet_idx0": 0, "sheet_idx1": "EI0"}])
     with pytest.raises(ValueError, match="'font_strike'"):
         m("compare_table", gold, gold, rules=[{"type": "check_cell", "sheet_idx": 0, "coordinate": "A1",
                                                "props": {"font_strike": {"method": "eq", "ref": True}}}])

@@ -67,8 +67,8 @@ def test_unsupported_needs_are_named():
 
 def test_an_unsupported_compare_table_rule_is_named_at_load_time():
     task = parse_task({**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"],
-                                                  "options": {"rules": [{"type": "sheet_print"}]}}})
-    assert task.unsupported() == ["compare_table rule 'sheet_print' is not supported"]
+                                                  "options": {"rules": [{"type": "sparkline"}]}}})
+    assert task.unsupported() == ["compare_table rule 'sparkline' is not supported"]
 
 
 def test_a_multi_file_getter_loads_and_its_paths_are_checked():
