@@ -27,7 +27,7 @@ TYPE_DELAY_MS = 4  # between keystrokes; 0 lets LibreOffice drop characters unde
 EXTERNAL_APPS = {
     "terminal": ["xterm", "-T", "Terminal"],  # titled as Ubuntu's; its output is logged (Desktop.terminal_log_args)
     "chromium": ["chromium"],  # the desktop's stand-in: its profile, DevTools for the getters (compat/bin/chromium)
-    "vlc": ["vlc", "--no-qt-privacy-ask"],
+    "vlc": ["vlc"],  # the desktop's stand-in: its HTTP interface for the getters (compat/bin/vlc)
 }
 APP_ALIASES = {"libreoffice calc": "calc", "libreoffice writer": "writer", "libreoffice impress": "impress",
                "spreadsheet": "calc", "xterm": "terminal", "chrome": "chromium", "browser": "chromium",

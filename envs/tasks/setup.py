@@ -212,8 +212,9 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
     return [str(c) for c in command]
 
 
-BROWSERS = {"google-chrome", "google-chrome-stable", "chromium", "chromium-browser"}  # compat/bin's
-BROWSER_START_S = 30.0
+APP_WINDOWS = {**dict.fromkeys(("google-chrome", "google-chrome-stable", "chromium", "chromium-browser"), "chromium"),
+               "vlc": "vlc"}  # a program a task launches -> the app whose window it waits for
+APP_START_S = 30.0
 TOLERATED_AFTER_THE_AGENT = {"activate_window", "close_window", "sleep"}  # what the agent may have closed
 DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/sandbox.py)
 STAND_INS = {"python", "gnome-terminal", "x-terminal-emulator", "libreoffice", "soffice"}  # the launch step's own
@@ -313,13 +314,15 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
         _pkill_and_wait(desktop, budget, raw[1:])
         return
     desktop.launch(_argv(command, shell))
-    if raw and Path(raw[0]).name in BROWSERS:  # the next step (or the agent's first look) expects its window
+    app = APP_WINDOWS.get(Path(raw[0]).name) if raw else None
+    if app:  # the next step (a click on its window) or the agent's first look expects its window
         from computerrl.envs.desktop import app_of
         from computerrl.envs.tasks.chrome import settle
 
-        if desktop.wait_for_window(lambda w: app_of(w) == "chromium", timeout_s=budget.left(BROWSER_START_S)) is None:
-            raise SetupError(f"launch: {raw[0]} showed no window within {BROWSER_START_S:.0f} s")
-        settle(desktop, budget)
+        if desktop.wait_for_window(lambda w: app_of(w) == app, timeout_s=budget.left(APP_START_S)) is None:
+            raise SetupError(f"launch: {raw[0]} showed no window within {APP_START_S:.0f} s")
+        if app == "chromium":
+            settle(desktop, budget)
 
 
 def _pkill_and_wait(desktop: "Desktop", budget: Budget, args: list[str]) -> None:

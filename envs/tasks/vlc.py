@@ -1,0 +1,78 @@
+"""VLC's getters, with the semantics of OSWorld's (`getters/vlc.py`, `vm_screen_size`, `vm_window_size`).
+
+The desktop's VLC (compat/bin/vlc) serves its HTTP interface on the sandbox's loopback, port 8080
+with the password "password", as OSWorld's VM is set up by hand; the server reaches it through the
+keeper, which checks that VLC itself listens there. Its configuration is `~/.config/vlc/vlcrc`.
+Departure: with no VLC answering, `vlc_playing_info` gives None (the metric then fails the episode)
+where OSWorld's raises a connection error out of the evaluation.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from computerrl.envs.tasks.getters import _any, getter, vm_file
+from computerrl.envs.tasks.setup import Budget
+
+if TYPE_CHECKING:
+    from computerrl.envs.desktop import Desktop
+
+HTTP_PORT, HTTP_PASSWORD = 8080, "password"  # as OSWorld's VM has VLC's web interface
+PROGRAM = "/usr/bin/vlc"
+VLCRC = "/home/user/.config/vlc/vlcrc"
+
+
+def http_get(desktop: "Desktop", path: str, timeout_s: float = 10.0) -> bytes | None:
+    """A page of VLC's HTTP interface (e.g. /requests/status.xml?command=pl_pause); None when no VLC answers."""
+    try:
+        sock = desktop.sandbox.connect(HTTP_PORT, program=PROGRAM, timeout_s=5.0)
+    except Exception:  # noqa: BLE001 - refused, or someone else's program on the port: no VLC to ask
+        return None
+    sock.settimeout(timeout_s)
+    conn = http.client.HTTPConnection("127.0.0.1", HTTP_PORT, timeout=timeout_s)
+    conn.sock = sock
+    try:
+        auth = base64.b64encode(f":{HTTP_PASSWORD}".encode()).decode()
+        conn.request("GET", path, headers={"Authorization": f"Basic {auth}"})
+        reply = conn.getresponse()
+        body = reply.read(16 << 20)
+        return body if reply.status == 200 else None
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+@getter("vlc_playing_info", dest=(_any, False))
+def vlc_playing_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+    status = http_get(desktop, "/requests/status.xml")
+    if status is None:
+        return None
+    path = Path(tempfile.mkdtemp(dir=out)) / Path(spec.get("dest") or "status.xml").name
+    path.write_bytes(status)
+    return str(path)
+
+
+@getter("vlc_config", dest=(_any, False))
+def vlc_config(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+    return vm_file(desktop, {"path": VLCRC, "dest": spec.get("dest") or "vlcrc"}, out, budget)
+
+
+@getter("vm_screen_size")
+def vm_screen_size(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict:
+    return {"width": desktop.width, "height": desktop.height}
+
+
+@getter("vm_window_size", app_class_name=(_any, True))
+def vm_window_size(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
+    """The first window of that class (any case): its own size, without the frame."""
+    want = str(spec["app_class_name"]).lower()
+    window = next((w for w in desktop.screen.windows() if w.wm_class.lower() == want), None)
+    if window is None:
+        return None
+    width, height = desktop.screen.window_size(window.id)
+    return {"width": width, "height": height}

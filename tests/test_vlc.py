@@ -1,0 +1,116 @@
+"""VLC in a real desktop: started as OSWorld's tasks start it, real OSWorld VLC tasks scored, VLCTools
+acting through VLC's HTTP interface and its settings file."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+import wave
+
+import pytest
+
+from computerrl.envs.client import DesktopEnv
+from computerrl.envs.scripted import response
+
+pytestmark = pytest.mark.desktop
+
+CLICK = {"type": "execute", "parameters": {"command": ["python", "-c", "import pyautogui; import time; "
+                                                                     "pyautogui.click(960, 540); time.sleep(0.5);"]}}
+# OSWorld's vlc/8ba5ae7a-5ae5-4eab-9fcc-5dd4fe3abf89.json, as it is
+RECORDINGS = {
+    "id": "8ba5ae7a-5ae5-4eab-9fcc-5dd4fe3abf89", "snapshot": "base_setup",
+    "instruction": "Help me modify the folder used to store my recordings to Desktop",
+    "config": [{"type": "launch", "parameters": {"command": "vlc"}}, CLICK], "related_apps": ["vlc"],
+    "evaluator": {"func": "is_vlc_recordings_folder",
+                  "expected": {"type": "rule", "rules": {"recording_file_path": "/home/user/Desktop"}},
+                  "result": {"type": "vlc_config", "dest": "vlcrc"}}}
+SONG = "Rick Astley - Never Gonna Give You Up (Official Music Video).mp4"
+URL = ("https://drive.usercontent.google.com/download?id=14-vhVMVw53e0l-MDVBFbngFAE1jMqvgm&export=download&authuser=0"
+       "&confirm=t&uuid=d31607ed-0075-4fe5-b68c-b24b6eec356e&at=APZUnTV0Wy0672VFGrQChgHmd1Ba:1704337791613")
+# OSWorld's vlc/59f21cfb-0120-4326-b255-a5b827b38967.json, as it is
+PLAY = {
+    "id": "59f21cfb-0120-4326-b255-a5b827b38967", "snapshot": "base_setup",
+    "instruction": "Could you play the music video that's saved on my desktop for me via vlc?",
+    "config": [{"type": "download", "parameters": {"files": [{"url": URL, "path": f"/home/user/Desktop/{SONG}"}]}},
+               {"type": "launch", "parameters": {"command": "vlc"}}, CLICK],
+    "related_apps": ["vlc"],
+    "evaluator": {"func": "is_vlc_playing",
+                  "expected": {"type": "rule", "rules": {"type": "file_name", "file_name": SONG}},
+                  "result": {"type": "vlc_playing_info", "dest": "status.xml"}}}
+
+
+def tone(seconds: int = 30) -> bytes:
+    """A WAV of a quiet tone (the cached stand-in for the task's video: VLC goes by what the file holds)."""
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(8000)
+        w.writeframes(b"".join(struct.pack("<h", int(2000 * math.sin(i / 10))) for i in range(8000 * seconds)))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def env(server, tmp_path):
+    (tmp_path / "song.wav").write_bytes(tone())
+    (tmp_path / "index.json").write_text(json.dumps({URL: "song.wav"}))
+    server[0].slots[0].desktop.file_cache = tmp_path  # white box: the server's --cache
+    return DesktopEnv(server[1], 0, max_steps=30)
+
+
+def play(env, task, codes):
+    env.reset(options={"task": task})
+    for code in codes:
+        obs, reward, terminated, truncated, info = env.step(response(code))
+        assert info["action_valid"] and not info["aborted"], info
+    return reward, info
+
+
+def test_vlc_starts_as_tasks_start_it_and_is_gone_after_reset(env, server):
+    obs, _ = env.reset(options={"task": RECORDINGS})
+    assert obs["focused_app"] == "vlc" and any(w["title"] == "VLC media player" for w in obs["windows"])
+    assert json.loads(obs["app_info"])["state"] == "stopped"
+    obs, _ = env.reset()
+    assert not [w for w in obs["windows"] if "VLC" in w["title"]]
+    assert "vlc" not in server[0].slots[0].desktop.sandbox.run(["ps", "-eo", "comm"], env={}).stdout
+
+
+def test_the_recordings_folder_task_scores_one_when_set_and_zero_when_not(env):
+    reward, info = play(env, RECORDINGS, ["VLCTools.set_settings('input-record-path', '/home/user/Desktop')",
+                                          "Agent.exit(True)"])
+    assert reward == 1.0, info
+    reward, info = play(env, RECORDINGS, ["VLCTools.set_settings('input-record-path', '/home/user/Videos')",
+                                          "Agent.exit(True)"])
+    assert reward == 0.0, info
+    reward, info = play(env, RECORDINGS, ["Agent.exit(True)"])
+    assert reward == 0.0, info
+
+
+def test_the_play_task_scores_one_while_the_song_plays(env):
+    obs, _ = env.reset(options={"task": PLAY})
+    for code in (f"VLCTools.add_to_playlist('/home/user/Desktop/{SONG}')", "Agent.wait()"):
+        obs, _, _, _, info = env.step(response(code))
+        assert info["action_valid"] and not info["aborted"], info
+    assert json.loads(obs["app_info"])["state"] == "playing", obs["app_info"]
+    _, reward, _, _, info = env.step(response("Agent.exit(True)"))
+    assert reward == 1.0, info
+    reward, info = play(env, PLAY, [f"VLCTools.add_to_playlist('/home/user/Desktop/{SONG}')", "Agent.wait()",
+                                    "VLCTools.pause()", "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 0.0, info
+    reward, info = play(env, PLAY, ["Agent.exit(True)"])
+    assert reward == 0.0, info
+
+
+def test_vlc_tools_read_and_change_what_vlc_holds(env, server):
+    env.reset(options={"task": PLAY})
+    for code, result in ((f"VLCTools.add_to_playlist('/home/user/Desktop/{SONG}')", "playing"),
+                         ("VLCTools.get_playlist()", SONG), ("VLCTools.get_media_duration()", "30 seconds"),
+                         ("VLCTools.get_media_files('/home/user/Desktop')", f"/home/user/Desktop/{SONG}"),
+                         ("VLCTools.set_settings('qt-bgcone', '0')", "Set qt-bgcone to 0"),
+                         ("VLCTools.get_settings()", '"qt-bgcone": "0"')):
+        obs, _, _, _, info = env.step(response(code))
+        assert result in info["exec_result"], (code, info["exec_result"])
+    obs, _, _, _, info = env.step(response("VLCTools.add_to_playlist('/etc/passwd')"))
+    assert "home folder" in info["exec_result"]
+    obs, _, _, _, info = env.step(response("VLCTools.set_settings('qt-bgcone=1\\nextraintf', 'x')"))
+    assert "not a VLC option" in info["exec_result"]
