@@ -101,6 +101,26 @@ class AppApi:
         return ""
 
 
+class DesktopApi:
+    """Base of an implementation that acts on its app through the desktop, not on a document over UNO
+    (the browser, VLC). One instance per call, bound to the env server's desktop, which it uses only
+    through these (this package never imports the env side):
+        desktop.devtools()      the browser's DevTools (tabs, open, activate, close)
+        desktop.press(keys)     a key combination, pressed in the focused window
+        desktop.vlc(path)       a page of VLC's HTTP interface (bytes), None when no VLC answers
+        desktop.sandbox         read(path), write(path, data), run(argv, env=desktop.env, …)
+    Unreachable apps raise `AppUnreachable`."""
+
+    app: ClassVar[str]  # the focused app whose API this is ("chromium", "vlc")
+
+    def __init__(self, desktop: Any):
+        self.desktop = desktop
+
+    def app_info(self, max_chars: int) -> str:
+        """What the observation's `app_info` says about the app ('' = nothing)."""
+        return ""
+
+
 IMPLEMENTATIONS = Registry("app API")  # API class name -> implementation
 
 

@@ -21,6 +21,11 @@ class ApiError(Exception):
     """A call the document cannot carry out (bad cell name, no such sheet…); its message is the result."""
 
 
+class AppUnreachable(RuntimeError):
+    """An app in the desktop that does not answer on its control port (Chrome's DevTools, VLC's web
+    interface): not running, or another program in its place."""
+
+
 # --- paths -----------------------------------------------------------------------------------
 
 def desktop_path(path: str) -> str:

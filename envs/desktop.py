@@ -340,6 +340,28 @@ class Desktop:
         """Start an app in the sandbox; reset kills it with everything it started."""
         return self.sandbox.spawn(argv, env=self.env, log=f"{LOGS}/apps.log")
 
+    # ---- what app APIs of their own (apis.app_api.DesktopApi) may ask of the desktop ----------
+    def devtools(self):
+        """The browser's DevTools (envs/devtools.py)."""
+        from computerrl.envs.devtools import DevTools
+
+        return DevTools(self.sandbox)
+
+    def press(self, keys: list[str]) -> None:
+        """A key combination, pressed in the focused window."""
+        from computerrl.envs.compat.xkeys import keysym
+
+        done = subprocess.run(["xdotool", "key", "--clearmodifiers", "+".join(keysym(k) for k in keys)],
+                              env=self.x_env, capture_output=True, timeout=X_TIMEOUT_S)
+        if done.returncode != 0:
+            raise ApiError(f"xdotool failed: {done.stderr.decode(errors='replace').strip()[:200]}")
+
+    def vlc(self, path: str) -> bytes | None:
+        """A page of VLC's HTTP interface; None when no VLC answers."""
+        from computerrl.envs.tasks.vlc import http_get
+
+        return http_get(self, path)
+
     # ---- observation ---------------------------------------------------------------------
     def observe(self, *, screenshot: bool = True) -> Observation:
         # The screenshot (X read + PNG encode, GIL released) overlaps the accessibility reads

@@ -11,7 +11,6 @@ the socket (`Sandbox.connect`). Over it go the HTTP endpoints (`/json/list`, `/j
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
 import socket
@@ -20,15 +19,17 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from computerrl.apis.kit import AppUnreachable
+from computerrl.envs.loopback import REPLY_LIMIT, connect, http_request
+
 if TYPE_CHECKING:
     from computerrl.envs.sandbox import Sandbox
 
 PORT = 1337  # as OSWorld's tasks start Chrome (`--remote-debugging-port=1337`)
 BROWSER = "/usr/lib/chromium/chromium"  # what must answer there: a program listening in its place is refused
-REPLY_LIMIT = 64 << 20  # bytes of one HTTP body or WebSocket message (a page's HTML)
 
 
-class DevToolsError(RuntimeError):
+class DevToolsError(AppUnreachable):
     """Chromium is not running in the desktop, or did not answer as DevTools does."""
 
 
@@ -36,29 +37,14 @@ class DevTools:
     def __init__(self, sandbox: "Sandbox", port: int = PORT, timeout_s: float = 10.0):
         self.sandbox, self.port, self.timeout_s = sandbox, port, timeout_s
 
-    def _socket(self) -> socket.socket:
-        try:
-            s = self.sandbox.connect(self.port, program=BROWSER, timeout_s=min(self.timeout_s, 5.0))
-        except Exception as e:  # noqa: BLE001 - refused, or the sandbox gone: no browser to ask
-            raise DevToolsError(f"no browser answers on the desktop's DevTools port {self.port} "
-                                f"(is Chrome running?): {e}") from None
-        s.settimeout(self.timeout_s)
-        return s
-
     def http(self, path: str, method: str = "GET") -> Any:
         """One DevTools HTTP endpoint's JSON answer."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
-        conn.sock = self._socket()
         try:
-            conn.request(method, path)
-            reply = conn.getresponse()
-            body = reply.read(REPLY_LIMIT)
-        except (OSError, http.client.HTTPException) as e:
-            raise DevToolsError(f"DevTools {path}: {type(e).__name__}: {e}") from None
-        finally:
-            conn.close()
-        if reply.status != 200:
-            raise DevToolsError(f"DevTools {path}: HTTP {reply.status}: {body[:200].decode(errors='replace')}")
+            status, body = http_request(self.sandbox, self.port, BROWSER, path, method=method, timeout_s=self.timeout_s)
+        except AppUnreachable as e:
+            raise DevToolsError(f"DevTools {path}: {e} (is Chrome running?)") from None
+        if status != 200:
+            raise DevToolsError(f"DevTools {path}: HTTP {status}: {body[:200].decode(errors='replace')}")
         try:
             return json.loads(body) if body.strip() else None
         except ValueError:
@@ -90,7 +76,11 @@ class DevTools:
         path = urlsplit(tab.get("webSocketDebuggerUrl", "")).path
         if not path:
             raise DevToolsError(f"tab {tab.get('id')} has no DevTools socket (another client holds it?)")
-        with _WebSocket(self._socket(), path) as ws:
+        try:
+            sock = connect(self.sandbox, self.port, BROWSER, self.timeout_s)
+        except AppUnreachable as e:
+            raise DevToolsError(str(e)) from None
+        with _WebSocket(sock, path) as ws:
             ws.send(json.dumps({"id": 1, "method": method, "params": params}))
             deadline = time.monotonic() + self.timeout_s
             while time.monotonic() < deadline:

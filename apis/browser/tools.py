@@ -3,36 +3,26 @@ shortcuts a user would press. Runs only in the env server, bound to the desktop 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
 
-from computerrl.apis.app_api import ApiError, implements
-
-if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
+from computerrl.apis.app_api import ApiError, DesktopApi, implements
+from computerrl.apis.kit import AppUnreachable
 
 
 @implements("BrowserTools")
-class BrowserApi:
-    app = "chromium"  # the focused app whose API this is (Desktop.app_of)
-
-    def __init__(self, desktop: "Desktop"):
-        self.desktop = desktop
+class BrowserApi(DesktopApi):
+    app = "chromium"
 
     def _page(self, url: str) -> str:
-        from computerrl.envs.devtools import DevTools, DevToolsError
-
-        devtools = DevTools(self.desktop.sandbox)
         try:
-            tab = devtools.open(url)
-            devtools.activate(tab["id"])
-        except DevToolsError as e:
+            devtools = self.desktop.devtools()
+            devtools.activate(devtools.open(url)["id"])
+        except AppUnreachable as e:
             raise ApiError(f"the browser does not answer: {e}") from None
         return f"Opened {url}"
 
     def _keys(self, keys: str, what: str) -> str:
-        from computerrl.envs.actions import GuiActions
-
-        GuiActions(self.desktop).hotkey(keys.split("+"))
+        self.desktop.press(keys.split("+"))
         return what
 
     def open_profile_settings(self) -> str:
@@ -70,12 +60,8 @@ class BrowserApi:
 
     def app_info(self, max_chars: int) -> str:
         """The open tabs, most recently active first (title and URL), as JSON."""
-        import json
-
-        from computerrl.envs.devtools import DevTools, DevToolsError
-
         try:
-            tabs = DevTools(self.desktop.sandbox, timeout_s=2.0).tabs()
-        except DevToolsError:
+            tabs = self.desktop.devtools().tabs()
+        except AppUnreachable:
             return ""
         return json.dumps({"tabs": [{"title": t.get("title", ""), "url": t.get("url", "")} for t in tabs]})[:max_chars]

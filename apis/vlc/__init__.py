@@ -12,6 +12,7 @@ from typing import Annotated
 from computerrl.apis.registry import Len, register_api
 
 MEDIA_SUFFIXES = ["mp4", "avi", "mkv", "mov", "mp3", "m4a", "wav"]
+VLCRC = "/home/user/.config/vlc/vlcrc"  # VLC's settings file on Linux, where OSWorld's getter reads it
 
 
 @register_api

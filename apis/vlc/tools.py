@@ -6,27 +6,19 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from computerrl.apis.app_api import ApiError, implements
+from computerrl.apis.app_api import ApiError, DesktopApi, implements
 from computerrl.apis.kit import in_home
-
-if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
+from computerrl.apis.vlc import MEDIA_SUFFIXES, VLCRC
 
 
 @implements("VLCTools")
-class VlcApi:
-    app = "vlc"  # the focused app whose API this is (Desktop.app_of)
-
-    def __init__(self, desktop: "Desktop"):
-        self.desktop = desktop
+class VlcApi(DesktopApi):
+    app = "vlc"
 
     def _get(self, path: str) -> ET.Element:
-        from computerrl.envs.tasks.vlc import http_get
-
-        body = http_get(self.desktop, path)
+        body = self.desktop.vlc(path)
         if body is None:
             raise ApiError("VLC does not answer (is it running?)")
         return ET.fromstring(body)
@@ -82,8 +74,6 @@ class VlcApi:
         return f"Fullscreen {'on' if (not now if enable is None else enable) else 'off'}"
 
     def _vlcrc(self) -> str:
-        from computerrl.envs.tasks.vlc import VLCRC
-
         data = self.desktop.sandbox.read(VLCRC, limit=4 << 20)
         return "" if data is None else data.decode(errors="replace")
 
@@ -96,8 +86,6 @@ class VlcApi:
         return json.dumps(settings)
 
     def set_settings(self, field: str, value: str) -> str:
-        from computerrl.envs.tasks.vlc import VLCRC
-
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", field) or "\n" in value:
             raise ApiError(f"not a VLC option name: {field!r} (like qt-bgcone), or a value on more than one line")
         text, line = self._vlcrc(), f"{field}={value}"
@@ -107,9 +95,7 @@ class VlcApi:
         self.desktop.sandbox.write(VLCRC, text.encode())
         return f"Set {field} to {value}"
 
-    def get_media_files(self, path: str, suffix: list[str] = None) -> str:
-        from computerrl.apis.vlc import MEDIA_SUFFIXES
-
+    def get_media_files(self, path: str, suffix: list[str] | None = None) -> str:
         try:
             folder = in_home(path)
         except ValueError:

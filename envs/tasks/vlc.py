@@ -10,11 +10,13 @@ where OSWorld's raises a connection error out of the evaluation.
 from __future__ import annotations
 
 import base64
-import http.client
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from computerrl.apis.kit import AppUnreachable
+from computerrl.apis.vlc import VLCRC
+from computerrl.envs.loopback import http_request
 from computerrl.envs.tasks.getters import _any, getter, vm_file
 from computerrl.envs.tasks.setup import Budget
 
@@ -23,28 +25,17 @@ if TYPE_CHECKING:
 
 HTTP_PORT, HTTP_PASSWORD = 8080, "password"  # as OSWorld's VM has VLC's web interface
 PROGRAM = "/usr/bin/vlc"
-VLCRC = "/home/user/.config/vlc/vlcrc"
 
 
 def http_get(desktop: "Desktop", path: str, timeout_s: float = 10.0) -> bytes | None:
     """A page of VLC's HTTP interface (e.g. /requests/status.xml?command=pl_pause); None when no VLC answers."""
+    auth = base64.b64encode(f":{HTTP_PASSWORD}".encode()).decode()
     try:
-        sock = desktop.sandbox.connect(HTTP_PORT, program=PROGRAM, timeout_s=5.0)
-    except Exception:  # noqa: BLE001 - refused, or someone else's program on the port: no VLC to ask
+        status, body = http_request(desktop.sandbox, HTTP_PORT, PROGRAM, path,
+                                    headers={"Authorization": f"Basic {auth}"}, timeout_s=timeout_s)
+    except AppUnreachable:
         return None
-    sock.settimeout(timeout_s)
-    conn = http.client.HTTPConnection("127.0.0.1", HTTP_PORT, timeout=timeout_s)
-    conn.sock = sock
-    try:
-        auth = base64.b64encode(f":{HTTP_PASSWORD}".encode()).decode()
-        conn.request("GET", path, headers={"Authorization": f"Basic {auth}"})
-        reply = conn.getresponse()
-        body = reply.read(16 << 20)
-        return body if reply.status == 200 else None
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        conn.close()
+    return body if status == 200 else None
 
 
 @getter("vlc_playing_info", dest=(_any, False))
