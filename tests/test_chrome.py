@@ -239,3 +239,22 @@ def test_the_launchers_on_the_desktop_are_read(env, server):
     desktop.sandbox.write("/home/user/Desktop/notes.txt", b"not a launcher")
     got = shortcuts_on_desktop(desktop, {"type": "shortcuts_on_desktop"}, None, Budget.of(trusted=True))
     assert got == {"game.desktop": "[Desktop Entry]\nName=2048\n"}
+
+
+def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
+    from computerrl.envs.tasks.chrome import pdf_from_url
+    from computerrl.envs.tasks.metrics_media import compare_pdfs, pdf_text
+    from computerrl.envs.tasks.setup import Budget
+
+    desktop = server[0].slots[0].desktop
+    env.reset(options={"task": {**PASSWORDS_PAGE, "evaluator": {"func": "infeasible"}}})
+    desktop.sandbox.write("/home/user/flights.html", PAGE)
+    pdf = pdf_from_url(desktop, {"path": "file:///home/user/flights.html", "dest": "f.pdf"}, tmp_path,
+                       Budget.of(trusted=True))
+    assert "Seattle" in pdf_text(pdf) and "Tue, Dec 1" in pdf_text(pdf)
+    assert compare_pdfs(pdf, pdf) == 1.0
+    desktop.sandbox.write("/home/user/flights.html", PAGE.replace(b"Seattle", b"Boston and Chicago"))
+    other = pdf_from_url(desktop, {"path": "file:///home/user/flights.html", "dest": "g.pdf"}, tmp_path,
+                         Budget.of(trusted=True))
+    assert 0.5 < compare_pdfs(other, pdf) < 1.0  # partial credit, as OSWorld's
+    assert compare_pdfs(None, pdf) == 0.0

@@ -352,3 +352,24 @@ def test_filter_rule_compares_the_autofilters(tmp_path):
     assert score(book("r.xlsx", ["b", "a"]), book("e.xlsx", ["a", "b"]), rules=[rule]) == 1.0  # a set of values
     assert score(book("r2.xlsx", ["a"]), str(tmp_path / "e.xlsx"), rules=[rule]) == 0.0
     assert score(book("r3.xlsx", []), str(tmp_path / "e.xlsx"), rules=[rule]) == 0.0
+
+
+def test_compare_images_is_structural_similarity_with_partial_credit(tmp_path):
+    from PIL import Image, ImageDraw
+
+    def picture(name, box, size=(64, 48)):
+        img = Image.new("RGB", size, "white")
+        ImageDraw.Draw(img).rectangle(box, fill="black")
+        img.save(tmp_path / name)
+        return str(tmp_path / name)
+
+    a = picture("a.png", (10, 10, 30, 30))
+    same_scaled = picture("b.png", (20, 20, 60, 60), size=(128, 96))  # the same picture, twice as large
+    other = picture("c.png", (40, 5, 60, 40))
+    assert m("compare_images", a, a) == pytest.approx(1.0)
+    assert m("compare_images", same_scaled, a) > 0.9
+    low = m("compare_images", other, a)
+    assert 0 < low < 0.9
+    assert m("compare_images", other, a, reference_base_result=0.99) == 0.0  # not past the base
+    assert m("compare_images", a, a, reference_base_result=0.11) == pytest.approx(1.0)
+    assert m("compare_images", None, a) == 0.0

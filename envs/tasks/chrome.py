@@ -18,6 +18,7 @@ Where we depart, and why:
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 import tempfile
@@ -337,6 +338,28 @@ def page_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict
         return {"title": "Error encountered", "url": spec["url"], "content": ""}
     finally:
         devtools.close(tab["id"])
+
+
+@getter("pdf_from_url", path=(_string, True), dest=(_any, False))
+def pdf_from_url(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+    """The page at `path`, loaded in a new tab and printed to PDF by the browser; None when it cannot be.
+    Departures: the user's own browser prints it (OSWorld's opens a fresh context), and a page that
+    fails gives None where OSWorld's writes a 15-byte stand-in PDF."""
+    try:
+        devtools = browser(desktop, budget, wait_s=5.0)
+        tab = devtools.open(spec["path"])
+    except DevToolsError:
+        return None
+    try:
+        _wait_loaded(devtools, tab, budget)
+        data = base64.b64decode(devtools.call(tab, "Page.printToPDF")["data"])
+    except (DevToolsError, KeyError, ValueError):
+        return None
+    finally:
+        devtools.close(tab["id"])
+    target = Path(tempfile.mkdtemp(dir=out)) / Path(spec.get("dest") or "page.pdf").name
+    target.write_bytes(data)
+    return str(target)
 
 
 # ---- the profile's files ----------------------------------------------------------------------

@@ -9,8 +9,9 @@
 | metrics_office_world | compare_spreadsheet, simple_docx_compare, simple_pptx_compare |
 | metrics_chrome | Chrome's (is_expected_tabs, …), OSWorld's general rule metrics (check_direct_json_object, …) |
 | metrics_vlc | VLC's (is_vlc_playing, the vlcrc checks, is_vlc_fullscreen) |
+| metrics_media | compare_images, compare_pdfs |
 """
 
 from computerrl.envs.tasks import (metrics_basic, metrics_chrome, metrics_docs, metrics_office_world,  # noqa: F401
-                                  metrics_table, metrics_table_objects, metrics_vlc)
+                                  metrics_media, metrics_table, metrics_table_objects, metrics_vlc)
 from computerrl.envs.tasks.metrics_table import TABLE_RULES, check_table_rules  # noqa: F401
