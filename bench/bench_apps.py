@@ -24,6 +24,7 @@ from computerrl.envs.server import EnvServer
 APPS = {  # app -> the setup steps that open it, as OSWorld's tasks do
     "calc": [{"type": "launch", "parameters": {"command": ["libreoffice", "--calc"]}}],
     "chrome": [{"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}}],
+    "vlc": [{"type": "launch", "parameters": {"command": "vlc"}}],
 }
 
 
