@@ -264,3 +264,37 @@ def test_a_multi_file_getter_gives_the_files_it_names_side_by_side(task_env, ser
     book, never = fetch(desktop, spec, tmp_path, Budget.of(trusted=True))
     assert Path(book).read_bytes() == b"book" and never is None
     assert (Path(book).parent / "a-Sheet1.csv").read_bytes() == b"1,2"  # not given, but beside it, as named
+
+
+def test_libreoffice_settings_are_read_where_osworld_looks_for_them(task_env, server):
+    """OSWorld's libreoffice_impress/0f84bef9 (presenter console off) reads LibreOffice's settings file
+    under ~/.config/libreoffice/4: the getter finds this desktop's office's own."""
+    import time
+
+    task = {"id": "0f84bef9-9790-432e-92b7-eece357603fb", "snapshot": "libreoffice_impress",
+            "instruction": "Disable the presenter console.", "config": [],
+            "evaluator": {"func": "check_presenter_console_disable", "result": {
+                "type": "vm_file", "path": "/home/user/.config/libreoffice/4/user/registrymodifications.xcu",
+                "dest": "registrymodifications.xcu"}}}
+    task_env.reset(options={"task": task})
+    task_env.step(response("Agent.open_app('impress')"))
+    _, reward, _, _, info = task_env.step(response("Agent.exit(True)"))
+    assert reward == 0.0, info  # the console is on by default
+    task_env.reset(options={"task": task})
+    task_env.step(response("Agent.open_app('impress')"))
+    office = server[0].slots[0].desktop.office
+
+    def console_off():  # what Tools > Options > Impress > "Enable Presenter Console" off does
+        from com.sun.star.beans import PropertyValue
+
+        provider = office.context.ServiceManager.createInstanceWithContext(
+            "com.sun.star.configuration.ConfigurationProvider", office.context)
+        node = PropertyValue(Name="nodepath", Value="/org.openoffice.Office.Impress/Misc/Start")
+        access = provider.createInstanceWithArguments("com.sun.star.configuration.ConfigurationUpdateAccess", (node,))
+        access.setPropertyValue("EnablePresenterScreen", False)
+        access.commitChanges()
+
+    office.on_main_thread(console_off)
+    time.sleep(3)  # LibreOffice writes its settings file a moment after a change
+    _, reward, _, _, info = task_env.step(response("Agent.exit(True)"))
+    assert reward == 1.0, info

@@ -62,6 +62,17 @@ def _given(files: list[str | None]) -> str | None | list[str | None]:
     return files[0] if len(files) == 1 else files  # as OSWorld's: one file alone, several as a list
 
 
+OSWORLD_OFFICE_PROFILE = "/home/user/.config/libreoffice/4"  # LibreOffice's profile on OSWorld's VM
+
+
+def _office_profile(desktop: "Desktop", path: str) -> str:
+    """A file of LibreOffice's profile where OSWorld's tasks look for it (its settings,
+    registrymodifications.xcu), read where this desktop's office keeps its profile."""
+    if path == OSWORLD_OFFICE_PROFILE or path.startswith(OSWORLD_OFFICE_PROFILE + "/"):
+        return desktop.office.profile + path[len(OSWORLD_OFFICE_PROFILE):]
+    return path
+
+
 @getter("vm_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
         gives=(_indices, False))
 def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None | list[str | None]:
@@ -71,7 +82,7 @@ def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | 
     paths, dests, gives = _files(spec)
     folder, given = Path(tempfile.mkdtemp(dir=out)), []  # one folder each call: no clashes
     for i, (path, dest) in enumerate(zip(paths, dests)):
-        src = desktop_path(path)
+        src = _office_profile(desktop, desktop_path(path))
         data = desktop.sandbox.read(src, limit=FILE_LIMIT + 1)
         if data is not None and len(data) > FILE_LIMIT:
             raise SetupError(f"{src} is larger than {FILE_LIMIT >> 20} MB")
