@@ -28,6 +28,8 @@ EXTERNAL_APPS = {
     "terminal": ["xterm", "-T", "Terminal"],  # titled as Ubuntu's; its output is logged (Desktop.terminal_log_args)
     "chromium": ["chromium"],  # the desktop's stand-in: its profile, DevTools for the getters (compat/bin/chromium)
     "vlc": ["vlc"],  # the desktop's stand-in: its HTTP interface for the getters (compat/bin/vlc)
+    "gimp": ["gimp"],
+    "thunderbird": ["thunderbird"],
 }
 APP_ALIASES = {"libreoffice calc": "calc", "libreoffice writer": "writer", "libreoffice impress": "impress",
                "spreadsheet": "calc", "xterm": "terminal", "chrome": "chromium", "browser": "chromium",

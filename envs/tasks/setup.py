@@ -213,7 +213,7 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
 
 
 APP_WINDOWS = {**dict.fromkeys(("google-chrome", "google-chrome-stable", "chromium", "chromium-browser"), "chromium"),
-               "vlc": "vlc"}  # a program a task launches -> the app whose window it waits for
+               "vlc": "vlc", "gimp": "gimp", "thunderbird": "thunderbird"}  # a program a task launches -> its app
 APP_START_S = 30.0
 TOLERATED_AFTER_THE_AGENT = {"activate_window", "close_window", "sleep"}  # what the agent may have closed
 DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/sandbox.py)
@@ -313,6 +313,9 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
     if raw and Path(raw[0]).name == "pkill" and not flag(shell):
         _pkill_and_wait(desktop, budget, raw[1:])
         return
+    if raw and not flag(shell) and isinstance(command, list) and raw[0] == f"/usr/bin/{Path(raw[0]).name}" \
+            and (COMPAT / "bin" / Path(raw[0]).name).exists():  # /usr/bin/thunderbird: the desktop's stand-in
+        command = [Path(raw[0]).name, *raw[1:]]
     desktop.launch(_argv(command, shell))
     app = APP_WINDOWS.get(Path(raw[0]).name) if raw else None
     if app:  # the next step (a click on its window) or the agent's first look expects its window
@@ -359,9 +362,9 @@ def sleep(desktop: "Desktop", budget: Budget, seconds: float, **_) -> None:
     time.sleep(budget.left(min(float(seconds), SLEEP_MAX_S)))
 
 
-# How OSWorld's Ubuntu names an app's windows -> how this desktop's stand-in names them (titles end
-# "- Google Chrome" there, "- Chromium" here)
-WINDOW_NAMES = {"Google Chrome": "Chromium", "google-chrome": "chromium-browser"}
+# How OSWorld's Ubuntu names an app's windows -> how this desktop's names them (titles end "- Google
+# Chrome" there, "- Chromium" here; wmctrl's instance.class "Mail.thunderbird" is class thunderbird-default)
+WINDOW_NAMES = {"Google Chrome": "Chromium", "google-chrome": "chromium", "Mail.thunderbird": "thunderbird-default"}
 
 
 def _window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False):
