@@ -94,6 +94,17 @@ def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | 
     return _given(given)
 
 
+def _file_name(v) -> str:
+    return "" if isinstance(v, str) and v and "/" not in v and v not in (".", "..") else "expected a file name"
+
+
+@getter("gimp_config_file", file_name=(_file_name, True), dest=(_one_or_more, False))
+def gimp_config_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+    """A file of GIMP's profile (gimprc, sessionrc), which GIMP writes when it quits."""
+    return vm_file(desktop, {"path": f"/home/user/.config/GIMP/2.10/{spec['file_name']}",
+                             "dest": spec.get("dest") or spec["file_name"]}, out, budget)
+
+
 @getter("cloud_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
         gives=(_indices, False))
 @getter("cache_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),

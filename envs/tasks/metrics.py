@@ -10,10 +10,11 @@
 | metrics_chrome | Chrome's (is_expected_tabs, …), OSWorld's general rule metrics (check_direct_json_object, …) |
 | metrics_vlc | VLC's (is_vlc_playing, the vlcrc checks, is_vlc_fullscreen) |
 | metrics_media | compare_images, compare_pdfs |
+| metrics_apps | GIMP's, Thunderbird's, OSWorld's general file metrics (check_json, check_csv, …) |
 | metrics_docs_format | Writer's and Impress's formatting and settings (compare_line_spacing, check_tabstops, …) |
 """
 
-from computerrl.envs.tasks import (metrics_basic, metrics_chrome, metrics_docs, metrics_docs_format,  # noqa: F401
-                                  metrics_media, metrics_office_world, metrics_table, metrics_table_objects,
-                                  metrics_vlc)
+from computerrl.envs.tasks import (metrics_apps, metrics_basic, metrics_chrome, metrics_docs,  # noqa: F401
+                                  metrics_docs_format, metrics_media, metrics_office_world, metrics_table,
+                                  metrics_table_objects, metrics_vlc)
 from computerrl.envs.tasks.metrics_table import TABLE_RULES, check_table_rules  # noqa: F401
