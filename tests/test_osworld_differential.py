@@ -246,6 +246,31 @@ def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
     add("check_slide_orientation_Portrait", "portrait", deck("p1.pptx", "x", portrait=True))
     add("check_slide_orientation_Portrait", "landscape", deck("p2.pptx", "x"))
 
+    # compare_pptx_files' position options: a title on slide 2, a picture on slide 2, a table on slide 3
+    Image.new("RGB", (40, 30), "red").save(tmp / "pic.png")
+
+    def moved(name, title_top=1.0, pic=(1.0, 4.0, 2.0), table_top=1.0):
+        prs = Presentation()
+        prs.slides.add_slide(prs.slide_layouts[6])
+        slide = prs.slides.add_slide(prs.slide_layouts[5])
+        slide.shapes.title.text = "Product Comparison"
+        slide.shapes.title.top = Inches(title_top)
+        left, top, width = pic
+        slide.shapes.add_picture(str(tmp / "pic.png"), Inches(left), Inches(top), Inches(width))
+        prs.slides.add_slide(prs.slide_layouts[6]).shapes.add_table(2, 2, Inches(1), Inches(table_top), Inches(4),
+                                                                    Inches(1))
+        prs.save(tmp / name)
+        return str(tmp / name)
+
+    original = moved("orig.pptx")
+    for option, good, bad in (("title_bottom_position", moved("t1.pptx", title_top=5.0), moved("t2.pptx", title_top=2.0)),
+                              ("table_bottom_position", moved("b1.pptx", table_top=5.0), moved("b2.pptx", table_top=0.5)),
+                              ("right_position", moved("r1.pptx", pic=(6.0, 4.0, 2.0)), moved("r2.pptx", pic=(0.5, 4.0, 2.0))),
+                              ("top_position", moved("u1.pptx", pic=(1.0, 0.5, 2.0)), moved("u2.pptx", pic=(1.0, 5.0, 2.0))),
+                              ("image_size", moved("s1.pptx", pic=(3.0, 3.0, 2.0)), moved("s2.pptx", pic=(1.0, 4.0, 3.0)))):
+        for name, result in (("moved", good), ("not moved", bad), ("unchanged", original)):
+            add("compare_pptx_files", f"{option} {name}", result, original, examine_shape=False, **{f"examine_{option}": True})
+
     # VLC
     (tmp / "vlcrc").write_text("#qt-bgcone=1\nqt-bgcone=0\n#qt-max-volume=125\ninput-record-path=/home/user/Desktop\n")
     add("check_qt_bgcone", "off", str(tmp / "vlcrc"), {"expected_qt_bgcone": 0})

@@ -4,8 +4,8 @@
 compare_pptx_files checks a documented subset of OSWorld's (a 1,000-line function): slide count,
 solid background colours, notes, shape count and geometry (0.5 % tolerance), table cell text,
 text / paragraph alignment / level / runs and their font name, size, bold, italic, colour,
-underline and strike, and bullets. The examine_* options that exist only for single OSWorld
-tasks (title/table/right/top positions, shift size, image size, modify height) are ignored.
+underline and strike, and bullets; and the examine_* options written for single OSWorld tasks
+(title/table/right/top positions, shift size, image size, modify height), off unless asked.
 Departure from both: a missing or unreadable file scores 0 instead of raising.
 """
 
@@ -18,7 +18,7 @@ import zipfile
 from lxml import etree
 
 from computerrl.envs.tasks.metrics_basic import fuzz_ratio
-from computerrl.envs.tasks.registry import MISSING_OPTIONS, metric
+from computerrl.envs.tasks.registry import metric
 
 log = logging.getLogger(__name__)
 
@@ -161,9 +161,72 @@ def _runs_differ(runs1, runs2, ex) -> bool:
     return False
 
 
-def _shapes_differ(s1, s2, ex, tol) -> bool:
-    geometry = ("left", "top", "width", "height")
-    if ex("shape") and not all(_close(getattr(s1, g), getattr(s2, g), tol) for g in geometry):
+GEOMETRY = ("left", "top", "width", "height")
+PICTURE, TABLE, FREEFORM = 13, 19, 5  # python-pptx's MSO_SHAPE_TYPE values
+EMU_CM = 360000
+
+
+def _kind(shape):
+    try:
+        return shape.shape_type
+    except NotImplementedError:  # a shape python-pptx cannot classify
+        return None
+
+
+def _text(shape):
+    return shape.text if shape.has_text_frame else None
+
+
+def _moved_wrongly(s1, s2, slide_no: int, options: dict, tol: float) -> bool:
+    """OSWorld's position and size options, each written for one task (its slide, its title, its limits
+    in cm): True when the result's shape (s1) is not where the task wants it relative to the original's."""
+    def same() -> bool:
+        return all(_close(getattr(s1, g), getattr(s2, g), tol) for g in GEOMETRY)
+
+    def on(name: str) -> bool:
+        return options.get(f"examine_{name}", False)
+
+    texts, kinds = (_text(s1), _text(s2)), (_kind(s1), _kind(s2))
+    if on("title_bottom_position"):
+        if None not in texts and texts[0] == texts[1]:
+            if texts[0] == "Product Comparison" and (s1.top <= s2.top or s1.top < 10 * EMU_CM):
+                return True
+        elif not same():
+            return True
+    if on("table_bottom_position"):
+        if slide_no == 3 and kinds == (TABLE, TABLE):
+            if s1.top <= s2.top or s1.top < 10 * EMU_CM:
+                return True
+        elif not same():
+            return True
+    if on("right_position") and slide_no == 2 and texts == (None, None):
+        if s1.left <= s2.left or s1.left < 12 * EMU_CM:
+            return True
+    if on("top_position") and slide_no == 2 and kinds == (PICTURE, PICTURE):
+        if s1.top >= s2.top or s1.top > 5.5 * EMU_CM:
+            return True
+    if on("shape_for_shift_size") and not same() \
+            and not texts[0] == texts[1] == "Elaborate on what you want to discuss.":
+        return True
+    if on("image_size"):
+        if kinds == (PICTURE, PICTURE):
+            if not (_close(s1.width, s2.width, tol) and _close(s1.height, s2.height, tol)):
+                return True
+        elif not same():
+            return True
+    if on("modify_height"):
+        if texts == (None, None) or kinds == (FREEFORM, FREEFORM):
+            if not _close(s1.height, s2.height, tol):
+                return True
+        elif not same():
+            return True
+    return False
+
+
+def _shapes_differ(s1, s2, ex, tol, slide_no: int = 0, options: dict | None = None) -> bool:
+    if _moved_wrongly(s1, s2, slide_no, options or {}, tol):
+        return True
+    if ex("shape") and not all(_close(getattr(s1, g), getattr(s2, g), tol) for g in GEOMETRY):
         return True
     if s1.has_table or s2.has_table:  # as OSWorld: each cell's text, then its paragraphs' runs
         if not (s1.has_table and s2.has_table):
@@ -194,11 +257,6 @@ def _shapes_differ(s1, s2, ex, tol) -> bool:
     return False
 
 
-MISSING_OPTIONS["compare_pptx_files"] = {  # OSWorld's position and size checks (off unless a task asks)
-    "examine_title_bottom_position", "examine_table_bottom_position", "examine_right_position",
-    "examine_top_position", "examine_shape_for_shift_size", "examine_image_size", "examine_modify_height"}
-
-
 @metric("compare_pptx_files")
 def compare_pptx_files(result, expected, **options) -> float:
     """1 if two decks agree on what the `examine_*` options (all True by default) select."""
@@ -215,14 +273,14 @@ def compare_pptx_files(result, expected, **options) -> float:
     tol = options.get("approximately_tolerance", 0.005)
     if ex("number_of_slides") and len(prs1.slides) != len(prs2.slides):
         return 0.0
-    for sl1, sl2 in zip(prs1.slides, prs2.slides):
+    for slide_no, (sl1, sl2) in enumerate(zip(prs1.slides, prs2.slides), start=1):
         if ex("background_color") and _background(sl1) != _background(sl2):
             return 0.0
         if ex("note") and _notes(sl1) != _notes(sl2):
             return 0.0
         if len(sl1.shapes) != len(sl2.shapes):
             return 0.0
-        if any(_shapes_differ(a, b, ex, tol) for a, b in zip(sl1.shapes, sl2.shapes)):
+        if any(_shapes_differ(a, b, ex, tol, slide_no, options) for a, b in zip(sl1.shapes, sl2.shapes)):
             return 0.0
         if ex("bullets") and _bullets(sl1) != _bullets(sl2):
             return 0.0
