@@ -34,6 +34,8 @@ MODULES = ("utils", "chrome", "general", "table", "docs", "slides", "vlc", "gimp
 DIFFERENT = {
     "is_shortcut_on_desktop/name": "desktop-env 1.0.2 (October 2025) takes only the exact line 'Name=<name>'; OSWorld's "
                                    "current code also takes a part of the name in any case, and we follow it",
+    "compare_conference_city_in_order/accents": "desktop-env 1.0.2 matches city names as written (case, accents); "
+                                                "OSWorld's current code matches them folded, and we follow it",
 }
 
 
@@ -228,6 +230,34 @@ def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
     for name in ("on", "off"):
         add("find_default_font", name, str(tmp / f"{name}.xcu"), {"font_name": "Times New Roman"})
         add("check_presenter_console_disable", name, str(tmp / f"{name}.xcu"))
+
+    from odf.opendocument import OpenDocumentText
+    from odf.style import Style, TextProperties
+    from odf.text import P, Span
+
+    def odt(name, colour):
+        doc = OpenDocumentText()
+        style = Style(name="hl", family="text")
+        style.addElement(TextProperties(backgroundcolor=colour))
+        doc.automaticstyles.addElement(style)
+        paragraph = P(text="Call ")
+        paragraph.addElement(Span(stylename=style, text="now"))
+        doc.text.addElement(paragraph)
+        doc.save(str(tmp / name))
+        return str(tmp / name)
+
+    plain = odt("plain.odt", "transparent")
+    add("check_highlighted_words", "removed", odt("p2.odt", "transparent"), plain)
+    add("check_highlighted_words", "kept", odt("hl.odt", "#ffff00"), plain)
+    cities = ["Scottsdale", "Atlanta", "Lake Tahoe"] + ["X"] * 18
+    expected = {"expected": ["Scottsdale", "Atlanta", ["Lake Tahoe", "Stateline"]] + ["X"] * 18}
+    for name, column in (("same", cities), ("accents", ["Scottsdale, AZ", "ATLANTA", "Stateline"] + ["X"] * 18),
+                         ("swapped", ["Atlanta", "Scottsdale", "Lake Tahoe"] + ["X"] * 18)):
+        wb = openpyxl.Workbook()
+        for row, city in enumerate(column, start=2):
+            wb.active[f"C{row}"] = city
+        wb.save(tmp / f"cities-{name}.xlsx")
+        add("compare_conference_city_in_order", name, str(tmp / f"cities-{name}.xlsx"), expected)
 
     # Impress
     def deck(name, title, portrait=False):

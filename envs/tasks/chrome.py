@@ -312,6 +312,11 @@ def active_tab_html_parse(desktop: "Desktop", spec: dict, out: Path, budget: Bud
     return _html_parse(ask, spec, tab["url"])
 
 
+@getter("time_diff_range", diff_range_in_minutes=(_any, True))
+def time_diff_range(desktop: "Desktop", spec: dict, out: Path, budget: Budget):
+    return spec["diff_range_in_minutes"]
+
+
 @getter("open_tabs_info")
 def open_tabs_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list[dict]:
     try:

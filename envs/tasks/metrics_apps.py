@@ -434,3 +434,28 @@ def check_line_number(file_path, line_number, **_) -> float:
 def check_gnome_favorite_apps(apps_str, rule, **_) -> float:
     apps = ast.literal_eval(apps_str.strip())  # gsettings prints a Python-like list; never eval'd as code
     return float(len(apps) == len(rule["expected"]) and set(apps) == set(rule["expected"]))
+
+
+@metric("compare_conference_city_in_order")
+def compare_conference_city_in_order(actual_city_list_path, expected_city, **_) -> float:
+    """C2:C22 of the active sheet, in order, each holding (as a part, accents and case aside) its expected
+    city or one of its alternatives."""
+    import unicodedata
+
+    def norm(value) -> str:
+        text = unicodedata.normalize("NFKD", str(value))
+        text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+        return re.sub(r"[^a-z0-9]+", " ", text).strip()
+
+    import openpyxl
+
+    sheet = openpyxl.load_workbook(actual_city_list_path).active
+    actual = [sheet[f"C{row}"].value for row in range(2, 23)]
+    try:
+        for i, want in enumerate(expected_city["expected"]):
+            candidates = want if isinstance(want, list) else [want]
+            if not any(norm(c) and norm(c) in norm(actual[i]) for c in candidates):
+                return 0.0
+    except Exception:  # noqa: BLE001 - fewer rows than expected: 0, as OSWorld's
+        return 0.0
+    return 1.0

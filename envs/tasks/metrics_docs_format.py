@@ -159,6 +159,27 @@ def compare_insert_equation(docx_file1, docx_file2, **_) -> float:
                      for p1, p2 in zip(docs[0].paragraphs, docs[1].paragraphs) for r1, r2 in zip(p1.runs, p2.runs)))
 
 
+@metric("check_highlighted_words")
+def check_highlighted_words(file_path1, file_path2, **_) -> float:
+    """An .odt whose text is the gold's and where no span is highlighted yellow (#ffff00): the highlights removed."""
+    from odf.opendocument import load
+    from odf.text import Span
+
+    if not file_path1 or not file_path2 or not compare_docx_files(file_path1, file_path2):
+        return 0.0
+    doc = load(file_path1)
+    styles = {s.getAttribute("name"): s for s in doc.automaticstyles.childNodes if s.qname[1] == "style"}
+    for span in doc.getElementsByType(Span):
+        style = styles.get(span.getAttribute("stylename"))
+        for prop in style.childNodes if style is not None else []:
+            try:
+                if prop.getAttribute("backgroundcolor") == "#ffff00":
+                    return 0.0
+            except ValueError:  # an attribute this kind of element cannot have
+                continue
+    return 1.0
+
+
 @metric("compare_docx_lines")
 def compare_docx_lines(file1, file2, **_) -> float:
     doc1, doc2 = _doc(file1), _doc(file2)
