@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 
 APT_PACKAGES=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core python3-pyatspi gir1.2-atspi-2.0
   libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-math libreoffice-gtk3 python3-uno
-  xterm x11-utils procps fonts-dejavu-core chromium socat vlc gimp thunderbird libatk-adaptor)
+  xterm x11-utils procps fonts-dejavu-core chromium socat vlc gimp thunderbird libatk-adaptor nautilus wmctrl desktop-file-utils)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

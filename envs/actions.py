@@ -30,10 +30,11 @@ EXTERNAL_APPS = {
     "vlc": ["vlc"],  # the desktop's stand-in: its HTTP interface for the getters (compat/bin/vlc)
     "gimp": ["gimp"],
     "thunderbird": ["thunderbird"],
+    "nautilus": ["nautilus"],  # GNOME's file manager, as on OSWorld's Ubuntu
 }
 APP_ALIASES = {"libreoffice calc": "calc", "libreoffice writer": "writer", "libreoffice impress": "impress",
                "spreadsheet": "calc", "xterm": "terminal", "chrome": "chromium", "browser": "chromium",
-               "google-chrome": "chromium", "google chrome": "chromium"}
+               "google-chrome": "chromium", "google chrome": "chromium", "files": "nautilus"}
 
 
 class ActionError(Exception):

@@ -98,7 +98,8 @@ def app_of(window: Window | None) -> str:
     for app in FACTORIES:
         if app in cls:
             return app
-    return {"xterm": "terminal", "chromium-browser": "chromium", "thunderbird-default": "thunderbird"}.get(cls, cls)
+    return {"xterm": "terminal", "chromium-browser": "chromium", "thunderbird-default": "thunderbird",
+            "org.gnome.nautilus": "nautilus"}.get(cls, cls)
 
 
 class Desktop:

@@ -213,7 +213,7 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
 
 
 APP_WINDOWS = {**dict.fromkeys(("google-chrome", "google-chrome-stable", "chromium", "chromium-browser"), "chromium"),
-               "vlc": "vlc", "gimp": "gimp", "thunderbird": "thunderbird"}  # a program a task launches -> its app
+               "vlc": "vlc", "gimp": "gimp", "thunderbird": "thunderbird", "nautilus": "nautilus"}  # program -> its app
 APP_START_S = 30.0
 TOLERATED_AFTER_THE_AGENT = {"activate_window", "close_window", "sleep"}  # what the agent may have closed
 DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/sandbox.py)
