@@ -25,6 +25,9 @@ APPS = {  # app -> the setup steps that open it, as OSWorld's tasks do
     "calc": [{"type": "launch", "parameters": {"command": ["libreoffice", "--calc"]}}],
     "chrome": [{"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}}],
     "vlc": [{"type": "launch", "parameters": {"command": "vlc"}}],
+    "gimp": [{"type": "launch", "parameters": {"command": ["gimp"]}}],
+    "thunderbird": [{"type": "launch", "parameters": {"command": ["/usr/bin/thunderbird"]}}],
+    "nautilus": [{"type": "launch", "parameters": {"command": ["nautilus", "/home/user"]}}],
 }
 
 
