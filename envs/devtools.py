@@ -47,13 +47,16 @@ class DevTools:
             raise DevToolsError(f"DevTools {path}: HTTP {status}: {body[:200].decode(errors='replace')}")
         try:
             return json.loads(body) if body.strip() else None
-        except ValueError:
+        except (ValueError, RecursionError):
             return body.decode(errors="replace")  # /json/close answers in plain text
 
     # ---- tabs ------------------------------------------------------------------------------
     def tabs(self) -> list[dict]:
         """The open tabs (page targets), most recently active first, as DevTools lists them."""
-        return [t for t in self.http("/json/list") or [] if t.get("type") == "page"]
+        listed = self.http("/json/list") or []
+        if not isinstance(listed, list) or not all(isinstance(t, dict) for t in listed):
+            raise DevToolsError("DevTools /json/list did not answer a list of targets")
+        return [t for t in listed if t.get("type") == "page"]
 
     def open(self, url: str) -> dict:
         return self.http(f"/json/new?{quote(url, safe=':/?&=#%+@,;~')}", method="PUT")
@@ -80,11 +83,16 @@ class DevTools:
             sock = connect(self.sandbox, self.port, BROWSER, self.timeout_s)
         except AppUnreachable as e:
             raise DevToolsError(str(e)) from None
-        with _WebSocket(sock, path) as ws:
+        deadline = time.monotonic() + self.timeout_s
+        with _WebSocket(sock, path, self.port, deadline) as ws:
             ws.send(json.dumps({"id": 1, "method": method, "params": params}))
-            deadline = time.monotonic() + self.timeout_s
             while time.monotonic() < deadline:
-                message = json.loads(ws.receive())
+                try:
+                    message = json.loads(ws.receive())
+                except (ValueError, RecursionError):
+                    raise DevToolsError(f"{method}: DevTools answered something other than JSON") from None
+                if not isinstance(message, dict):
+                    continue
                 if message.get("id") == 1:
                     if "error" in message:
                         raise DevToolsError(f"{method}: {message['error'].get('message')}")
@@ -96,10 +104,10 @@ class _WebSocket:
     """A WebSocket client over a connected socket: the opening handshake, masked text frames out,
     whole messages in (fragments joined; pings answered)."""
 
-    def __init__(self, sock: socket.socket, path: str):
-        self.sock, self.buffer = sock, bytearray()
+    def __init__(self, sock: socket.socket, path: str, port: int, deadline: float):
+        self.sock, self.buffer, self.deadline = sock, bytearray(), deadline  # one deadline for the whole exchange
         key = base64.b64encode(os.urandom(16)).decode()
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{PORT}\r\nUpgrade: websocket\r\n"
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
                      f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
         head = self._until(b"\r\n\r\n")
         if not head.startswith(b"HTTP/1.1 101"):
@@ -112,9 +120,19 @@ class _WebSocket:
     def __exit__(self, *_):
         self.sock.close()
 
+    def _recv(self, size: int) -> bytes:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise DevToolsError("DevTools took too long to answer")
+        self.sock.settimeout(left)
+        try:
+            return self.sock.recv(size)
+        except OSError as e:
+            raise DevToolsError(f"DevTools' WebSocket: {e}") from None
+
     def _read(self, n: int) -> bytes:
         while len(self.buffer) < n:
-            data = self.sock.recv(1 << 16)
+            data = self._recv(1 << 16)
             if not data:
                 raise DevToolsError("DevTools closed the WebSocket")
             self.buffer += data
@@ -124,7 +142,7 @@ class _WebSocket:
 
     def _until(self, end: bytes) -> bytes:
         while end not in self.buffer:
-            data = self.sock.recv(4096)
+            data = self._recv(4096)
             if not data or len(self.buffer) > 65536:
                 raise DevToolsError("DevTools did not answer the WebSocket handshake")
             self.buffer += data
@@ -155,6 +173,8 @@ class _WebSocket:
                 raise DevToolsError(f"a DevTools message larger than {REPLY_LIMIT >> 20} MB")
             payload = self._read(n)  # a server's frames are not masked
             opcode = first & 0x0F
+            if opcode >= 0x8 and n > 125:  # RFC 6455: control frames are short
+                raise DevToolsError("DevTools sent a control frame longer than 125 bytes")
             if opcode == 0x9:
                 self._frame(0xA, payload)
                 continue

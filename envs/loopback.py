@@ -2,12 +2,14 @@
 
 The port is on the sandbox's own loopback, which the env server cannot reach: the keeper connects
 for it, and only when the process listening there runs the app's own program (`Sandbox.connect`),
-so a program of the agent's that took the port is refused rather than believed.
+so a program of the agent's that took the port is refused rather than believed. (The app itself stays
+the agent's to steer, as it could through the app's own window.)
 """
 
 from __future__ import annotations
 
 import http.client
+import time
 from typing import TYPE_CHECKING
 
 from computerrl.apis.kit import AppUnreachable
@@ -32,10 +34,20 @@ def http_request(sandbox: "Sandbox", port: int, program: str, path: str, *, meth
     """(status, body) of one request to the app; AppUnreachable when it cannot be asked."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
     conn.sock = connect(sandbox, port, program, timeout_s)
+    deadline = time.monotonic() + timeout_s
     try:
         conn.request(method, path, headers=headers or {})
         reply = conn.getresponse()
-        return reply.status, reply.read(REPLY_LIMIT)
+        chunks, size = [], 0
+        while size < REPLY_LIMIT:  # read in pieces: a server that trickles its answer meets the deadline
+            if time.monotonic() > deadline:
+                raise AppUnreachable(f"{program} on port {port}, {path}: no whole answer within {timeout_s:.0f} s")
+            chunk = reply.read1(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return reply.status, b"".join(chunks)[:REPLY_LIMIT]
     except (OSError, http.client.HTTPException) as e:
         raise AppUnreachable(f"{program} on port {port}, {path}: {type(e).__name__}: {e}") from None
     finally:

@@ -291,22 +291,24 @@ class Sandbox:
         """One request to the keeper or the session (see sandbox_init.py for what each serves);
         descriptors sent with the reply are appended to `fds` (closed here when `fds` is None)."""
         got, chunks = [], [b""]
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            with unix_path(self._sockets[to]) as path:
-                s.connect(path)
-            s.sendall(json.dumps(req).encode() + b"\n")
-            while not chunks[-1].endswith(b"\n"):  # one line (files read come in it, base64: MBs)
-                data, passed, _, _ = socket.recv_fds(s, 1 << 20, 1)
-                got += passed
-                if not data:
-                    break
-                chunks.append(data)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(timeout_s)
+                with unix_path(self._sockets[to]) as path:
+                    s.connect(path)
+                s.sendall(json.dumps(req).encode() + b"\n")
+                while not chunks[-1].endswith(b"\n"):  # one line (files read come in it, base64: MBs)
+                    data, passed, _, _ = socket.recv_fds(s, 1 << 20, 1)
+                    got += passed
+                    if not data:
+                        break
+                    chunks.append(data)
+        finally:
+            for fd in got if fds is None else []:
+                os.close(fd)
+            if fds is not None:
+                fds += got
         line = b"".join(chunks)
-        for fd in got if fds is None else []:
-            os.close(fd)
-        if fds is not None:
-            fds += got
         if not line:
             raise SandboxError(f"the sandbox's {to} did not answer {req['op']!r} (it died?)")
         reply = json.loads(line)

@@ -64,6 +64,7 @@ import time
 
 OUTPUT_LIMIT = 1 << 20  # bytes of a command's stdout / stderr sent back
 KILL_WAIT_S = 5.0  # how long kill_all waits for its victims to be reaped
+LISTENER_SCAN_S = 2.0  # how long `connect` may look for who listens (an agent may hold many descriptors)
 SERVERS = 6  # requests served at once (the watchdog's poll beside a long setup command, …)
 UID = 1000  # the desktop's user, the same in the session's namespace
 PR_SET_DUMPABLE, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 4, 0x00020000, 0x10000000, 0x20000000
@@ -304,33 +305,50 @@ def connect(req: dict) -> dict:
     conn = socket.create_connection(("127.0.0.1", port), timeout=req.get("timeout", 5.0))
     try:
         if req.get("program"):
-            holder = _listening_program(port)
-            if holder != req["program"]:
-                raise PermissionError(f"port {port} is served by {holder or 'an unknown process'}, "
-                                      f"not {req['program']}")
+            stranger = _listening_program(port, req["program"])
+            if stranger is not None:
+                raise PermissionError(f"port {port} is not served by {req['program']} alone: {stranger}")
         conn.settimeout(None)
         return {"fd": conn.detach()}
     finally:
         conn.close()
 
 
-def _listening_program(port: int) -> str | None:
-    """The program of the process listening on a loopback port. Asked after connecting: had another
-    listener accepted our connection and closed since, the connection would be reset, not answered."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table) as f:
-            for line in f.readlines()[1:]:
-                fields = line.split()
-                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
-                    inodes.add(f"socket:[{fields[9]}]")
+def _listening_program(port: int, program: str) -> str | None:
+    """Whether the listener our loopback connection reached is held only by processes running `program`
+    (the file itself, by device and inode: a bind mount or a copy elsewhere is another file): None when
+    it is, else what holds it. Asked after connecting: had another listener accepted our connection and
+    closed since, the connection would be reset, not answered. The IPv4 listener on 127.0.0.1 is the one
+    a connection to 127.0.0.1 reaches, or failing it the one on 0.0.0.0."""
+    listeners = {}
+    with contextlib.suppress(OSError), open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            address, hex_port = fields[1].split(":")
+            if fields[3] == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                listeners[address] = f"socket:[{fields[9]}]"
+    inode = listeners.get("0100007F") or listeners.get("00000000")
+    if inode is None:
+        return "no listener on 127.0.0.1"
+    want, holders, deadline = os.stat(program), [], time.monotonic() + LISTENER_SCAN_S
     for pid in all_pids():
+        if time.monotonic() > deadline:
+            return "too many processes to look through"
         with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
-                        return os.readlink(f"/proc/{pid}/exe")
-    return None
+            if any(_link(pid, fd) == inode for fd in os.listdir(f"/proc/{pid}/fd")):
+                exe = os.stat(f"/proc/{pid}/exe")
+                holders.append((exe.st_dev, exe.st_ino) == (want.st_dev, want.st_ino) or os.readlink(f"/proc/{pid}/exe"))
+    if not holders:
+        return "an unknown process"
+    strangers = [h for h in holders if h is not True]
+    return str(strangers[0]) if strangers else None
+
+
+def _link(pid: int, fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return ""
 
 
 def run_and_sweep(req: dict) -> dict:
@@ -368,9 +386,11 @@ def serve(conn: socket.socket, ops: dict) -> None:
             reply = ops[req["op"]](req)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the env server as a sentence
             reply = {"error": f"{type(e).__name__}: {e}"}
-        fd = reply.pop("fd", None)  # a descriptor goes with the reply's bytes, then is ours no more
+        fd = reply.pop("fd", None)  # a descriptor goes with the reply's first byte, then is ours no more
+        data = json.dumps(reply).encode() + b"\n"
         try:
-            socket.send_fds(conn, [json.dumps(reply).encode() + b"\n"], [fd] if fd is not None else [])
+            socket.send_fds(conn, [data[:1]], [fd] if fd is not None else [])
+            conn.sendall(data[1:])
         finally:
             if fd is not None:
                 os.close(fd)

@@ -307,6 +307,9 @@ def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
     add("check_qt_max_volume", "default", str(tmp / "vlcrc"), {"expected_qt_max_volume": 200})
     add("is_vlc_recordings_folder", "desktop", str(tmp / "vlcrc"), {"recording_file_path": "/home/user/Desktop"})
     add("check_qt_slider_colours", "default", str(tmp / "vlcrc"), {"type": "blackish"})
+    add("check_global_key_play_pause", "none", str(tmp / "vlcrc"), {"expected_global_key_play_pause": 1})
+    (tmp / "vlcrc-keys").write_text("#global-key-play-pause=\nglobal-key-play-pause=Ctrl+Space\n")
+    add("check_global_key_play_pause", "bound", str(tmp / "vlcrc-keys"), {"expected_global_key_play_pause": 1})
     (tmp / "status.xml").write_text('<root><state>playing</state><information><category name="meta">'
                                     '<info name="filename">song.mp4</info></category></information></root>')
     add("is_vlc_playing", "file", str(tmp / "status.xml"), {"type": "file_name", "file_name": "song.mp4"})

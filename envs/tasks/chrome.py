@@ -19,6 +19,7 @@ Where we depart, and why:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import sqlite3
 import tempfile
@@ -368,9 +369,15 @@ def pdf_from_url(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> s
 
 
 # ---- the profile's files ----------------------------------------------------------------------
+PROFILE_FILE_LIMIT = 16 << 20  # bytes of a profile file parsed here (Chrome's own are far smaller)
+QUERY_S, QUERY_ROWS = 5.0, 100_000  # a query on the agent's database: its time and rows, at most
+
+
 def _json_file(desktop: "Desktop", path: str) -> Any:
-    data = desktop.sandbox.read(path, limit=64 << 20)
-    return None if data is None else json.loads(data)
+    data = desktop.sandbox.read(path, limit=PROFILE_FILE_LIMIT + 1)
+    if data is None or len(data) > PROFILE_FILE_LIMIT:
+        return None
+    return json.loads(data)
 
 
 def _preference(name: str, path: str, pick, fallback) -> None:
@@ -379,7 +386,7 @@ def _preference(name: str, path: str, pick, fallback) -> None:
     def read(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> Any:
         try:
             return pick(_json_file(desktop, path))
-        except (TypeError, KeyError, AttributeError, ValueError):
+        except (TypeError, KeyError, AttributeError, ValueError, RecursionError):
             return fallback
 
 
@@ -418,29 +425,35 @@ def shortcuts_on_desktop(desktop: "Desktop", spec: dict, out: Path, budget: Budg
     from computerrl.envs.tasks.setup import execute
 
     listing = execute(desktop, budget, ["find", "/home/user/Desktop", "-maxdepth", "1", "-name", "*.desktop",
-                                        "-type", "f", "-printf", "%f\\n"])
-    files = {name: desktop.sandbox.read(f"/home/user/Desktop/{name}", limit=1 << 20) for name in listing.split()}
+                                        "-xtype", "f", "-printf", "%f\\n"])  # links to launchers count too
+    files = {name: desktop.sandbox.read(f"/home/user/Desktop/{name}", limit=1 << 20) for name in listing.splitlines()}
     return {name: data.decode(errors="replace") for name, data in files.items() if data is not None}
 
 
 @getter("bookmarks")
 def bookmarks(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> Any:
-    data = desktop.sandbox.read(f"{DEFAULT}/Bookmarks", limit=64 << 20)
-    return json.loads(data)["roots"] if data and data.strip() else []
+    data = _json_file(desktop, f"{DEFAULT}/Bookmarks")
+    return data["roots"] if data else []
 
 
-def _query(desktop: "Desktop", paths: list[str], sql: str, out: Path) -> list | None:
+def _query(desktop: "Desktop", paths: list[str], table: str, sql: str, out: Path) -> list | None:
     """The rows of a query on a copy of the first of the profile's SQLite files that exists; None if none does
-    or it cannot be read."""
+    or it cannot be read. The file is the agent's: `table` must be a plain table (a view could compute
+    forever), and the query gets QUERY_S seconds and QUERY_ROWS rows."""
     for path in paths:
         data = desktop.sandbox.read(path, limit=256 << 20)
         if data is None:
             continue
         copy = Path(tempfile.mkdtemp(dir=out)) / Path(path).name
         copy.write_bytes(data)
+        deadline = time.monotonic() + QUERY_S
         try:
-            with sqlite3.connect(copy) as conn:
-                return [list(row) for row in conn.execute(sql)]
+            with contextlib.closing(sqlite3.connect(f"file:{copy}?mode=ro", uri=True)) as conn:
+                conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)  # nonzero: interrupt
+                kind = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+                if kind != ("table",):
+                    return None
+                return [list(row) for row in conn.execute(sql).fetchmany(QUERY_ROWS)]
         except sqlite3.Error:
             return None
     return None
@@ -448,11 +461,11 @@ def _query(desktop: "Desktop", paths: list[str], sql: str, out: Path) -> list | 
 
 @getter("history", dest=(_any, False))
 def history(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list | None:
-    return _query(desktop, [f"{DEFAULT}/History"], "SELECT url, title, last_visit_time FROM urls", out)
+    return _query(desktop, [f"{DEFAULT}/History"], "urls", "SELECT url, title, last_visit_time FROM urls", out)
 
 
 @getter("cookie_data", dest=(_any, False))
 def cookie_data(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list | None:
-    return _query(desktop, [f"{DEFAULT}/Cookies", f"{DEFAULT}/Network/Cookies"], "SELECT * FROM cookies", out)
+    return _query(desktop, [f"{DEFAULT}/Cookies", f"{DEFAULT}/Network/Cookies"], "cookies", "SELECT * FROM cookies", out)
 
 

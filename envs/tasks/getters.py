@@ -53,6 +53,8 @@ def _files(spec: dict) -> tuple[list[str], list[str | None], list[int]]:
     if spec.get("multi"):
         paths = spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
         dests = spec.get("dest") if isinstance(spec.get("dest"), list) else [None] * len(paths)
+    elif isinstance(spec["path"], list):
+        raise SetupError(f"getter {spec.get('type')!r}: a list of paths needs \"multi\": true")
     else:
         paths, dests = [spec["path"]], [spec.get("dest")]
     return paths, dests, spec.get("gives", [0])

@@ -328,11 +328,7 @@ def check_thunderbird_filter(result, rules, **_) -> float:
                         current[key] = value
                     break
 
-    def matches(pattern: dict, record: dict) -> bool:
-        return all(k in record and record[k] == v for k, v in pattern.items())
-
-    return float(all(any(matches(p, r) for r in filters) for p in rules.get("expect", []))
-                 and not any(matches(p, r) for r in filters for p in rules.get("unexpect", [])))
+    return float(_records_match(filters, rules))
 
 
 # ---- OSWorld's general file metrics ---------------------------------------------------------------

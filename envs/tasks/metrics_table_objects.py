@@ -164,7 +164,8 @@ def printed_lines(book, name) -> list[str] | None:
     if book is None or not name:
         return None
     try:
-        data = open(f"{os.path.splitext(book.path)[0]}-{name}.csv", "rb").read()
+        with open(f"{os.path.splitext(book.path)[0]}-{name}.csv", "rb") as f:
+            data = f.read()
     except OSError:
         return None
     for encoding in CSV_ENCODINGS:

@@ -14,7 +14,6 @@ from urllib.parse import urlparse
 
 from computerrl.envs.tasks.registry import metric
 
-META = 'information/category[@name="meta"]/info[@name="{}"]'
 SLIDER_DEFAULT = "153;210;153;20;210;20;255;199;15;245;39;29"
 
 
@@ -34,7 +33,7 @@ def _vlcrc_check(name: str, needle: str, default: str, rule_key: str, normalize=
             want = rule[rule_key]
             return float(normalize(_option(config_file, needle, default)) == (str(want) if isinstance(want, int)
                                                                                 else want))
-        except Exception:  # noqa: BLE001 - no vlcrc, a rule without its key: 0, as OSWorld's
+        except Exception:  # noqa: BLE001 - no vlcrc, an unreadable one: 0, as OSWorld's
             return 0.0
 
 
@@ -44,8 +43,8 @@ _vlcrc_check("check_qt_minimal_view", "qt-minimal-view=", "0", "expected_qt_mini
 _vlcrc_check("check_one_instance_when_started_from_file", "one-instance-when-started-from-file=", "1",
              "expected_one_instance_when_started_from_file")
 _vlcrc_check("check_play_and_exit", "play-and-exit=", "0", "expected_play_and_exit")
-_vlcrc_check("check_global_key_play_pause", "global-key-play-pause=", "0", "expected_global_key_play_pause",
-             normalize=lambda v: "0" if v == "" else "1")  # any key bound counts
+_vlcrc_check("check_global_key_play_pause", "global-key-play-pause=", "", "expected_global_key_play_pause",
+             normalize=lambda v: "0" if v == "" else "1")  # any key bound counts; none by default
 
 
 @metric("check_qt_slider_colours")

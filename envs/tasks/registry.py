@@ -12,6 +12,3 @@ METRICS = Registry("metric")  # name -> metric(result, expected, **options) -> s
 SETUP_STEPS = Registry("setup step")  # step type -> step(desktop, **parameters); run in the env server
 GETTERS = Registry("getter")  # getter type -> getter(desktop, spec) -> what a metric compares
 metric = METRICS.register  # @metric("name"): register under the name task files use in `evaluator.func`
-# Options OSWorld's metric of that name implements and ours does not: a task that turns one on is
-# unsupported (named so by `tasks check`), never scored by a metric that silently skips the check.
-MISSING_OPTIONS: dict[str, set[str]] = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shlex
 import shutil
 import time
@@ -215,6 +216,8 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
 APP_WINDOWS = {**dict.fromkeys(("google-chrome", "google-chrome-stable", "chromium", "chromium-browser"), "chromium"),
                "vlc": "vlc", "gimp": "gimp", "thunderbird": "thunderbird", "nautilus": "nautilus"}  # program -> its app
 APP_START_S = 30.0
+PKILL_WAIT_S = 10.0  # how long a task's pkill waits for what it killed
+PKILL_ONLY = re.compile(r"-(\d+|[A-Z]+|SIG[A-Z]+|e|-echo|-signal=\S+)")  # signals, --echo: pkill's, not pgrep's
 TOLERATED_AFTER_THE_AGENT = {"activate_window", "close_window", "sleep"}  # what the agent may have closed
 DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/sandbox.py)
 STAND_INS = {"python", "gnome-terminal", "x-terminal-emulator", "libreoffice", "soffice"}  # the launch step's own
@@ -333,9 +336,12 @@ def _pkill_and_wait(desktop: "Desktop", budget: Budget, args: list[str]) -> None
     Chrome again at once: on their VM the old one is gone by then; here, started together, the new one
     could be the one killed, or hand its window to the dying one."""
     execute(desktop, budget, ["pkill", *args])
-    pattern = " ".join(map(shlex.quote, args))
-    execute(desktop, budget, ["bash", "-c", f"for _ in $(seq 100); do pgrep {pattern} >/dev/null || exit 0; "
-                                            f"sleep 0.1; done"])
+    ask = [a for a in args if not PKILL_ONLY.fullmatch(a)]  # what pgrep takes of pkill's options
+    deadline = time.monotonic() + budget.left(PKILL_WAIT_S)
+    while time.monotonic() < deadline:
+        if desktop.sandbox.run(["pgrep", *ask], env=desktop.env, timeout_s=5.0).returncode != 0:
+            return  # none left (or pgrep refused the pattern: nothing more to wait for)
+        time.sleep(0.1)
 
 
 @step("execute", command=(_command, True), shell=(_flag, False))

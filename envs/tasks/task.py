@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from computerrl.envs.tasks.registry import GETTERS, METRICS, MISSING_OPTIONS, SETUP_STEPS
+from computerrl.envs.tasks.registry import GETTERS, METRICS, SETUP_STEPS
 
 ACCOUNT_STEPS = {"googledrive", "login"}  # OSWorld's steps that sign in to an outside service
 ACCOUNT_GETTERS = {"googledrive_file"}
@@ -80,8 +80,6 @@ class Task:
         missing += [f"metric {m!r}" for m in dict.fromkeys(self.metrics) if m not in METRICS]
         options = self.evaluator.get("options") or {}
         for name, opts in zip(self.metrics, options if isinstance(options, list) else [options] * len(self.metrics)):
-            missing += [f"metric {name!r} with {key}" for key, on in (opts or {}).items()
-                        if on and key in MISSING_OPTIONS.get(name, ())]
             if name == "compare_table":
                 try:
                     metrics.check_table_rules((opts or {}).get("rules", []))
