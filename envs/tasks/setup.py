@@ -339,7 +339,7 @@ def _pkill_and_wait(desktop: "Desktop", budget: Budget, args: list[str]) -> None
     ask = [a for a in args if not PKILL_ONLY.fullmatch(a)]  # what pgrep takes of pkill's options
     deadline = time.monotonic() + budget.left(PKILL_WAIT_S)
     while time.monotonic() < deadline:
-        if desktop.sandbox.run(["pgrep", *ask], env=desktop.env, timeout_s=5.0).returncode != 0:
+        if desktop.sandbox.run(["pgrep", *ask], env=desktop.env, timeout_s=5.0, trusted=budget.trusted).returncode != 0:
             return  # none left (or pgrep refused the pattern: nothing more to wait for)
         time.sleep(0.1)
 
