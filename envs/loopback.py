@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 REPLY_LIMIT = 64 << 20  # bytes of one answer (a page's HTML)
 
 
-def connect(sandbox: "Sandbox", port: int, program: str, timeout_s: float):
+def connect(sandbox: "Sandbox", port: int, program: str, timeout_s: float, environ: dict[str, str] | None = None):
     try:
-        sock = sandbox.connect(port, program=program, timeout_s=min(timeout_s, 5.0))
+        sock = sandbox.connect(port, program=program, timeout_s=min(timeout_s, 5.0), environ=environ)
     except Exception as e:  # noqa: BLE001 - refused, another program on the port, the sandbox gone
         raise AppUnreachable(f"nothing of {program} answers on the desktop's port {port}: {e}") from None
     sock.settimeout(timeout_s)
@@ -30,10 +30,11 @@ def connect(sandbox: "Sandbox", port: int, program: str, timeout_s: float):
 
 
 def http_request(sandbox: "Sandbox", port: int, program: str, path: str, *, method: str = "GET",
-                 headers: dict | None = None, timeout_s: float = 10.0) -> tuple[int, bytes]:
+                 headers: dict | None = None, timeout_s: float = 10.0,
+                 environ: dict[str, str] | None = None) -> tuple[int, bytes]:
     """(status, body) of one request to the app; AppUnreachable when it cannot be asked."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
-    conn.sock = connect(sandbox, port, program, timeout_s)
+    conn.sock = connect(sandbox, port, program, timeout_s, environ)
     deadline = time.monotonic() + timeout_s
     try:
         conn.request(method, path, headers=headers or {})

@@ -305,7 +305,7 @@ def connect(req: dict) -> dict:
     conn = socket.create_connection(("127.0.0.1", port), timeout=req.get("timeout", 5.0))
     try:
         if req.get("program"):
-            stranger = _listening_program(port, req["program"])
+            stranger = _listening_program(port, req["program"], req.get("environ", {}))
             if stranger is not None:
                 raise PermissionError(f"port {port} is not served by {req['program']} alone: {stranger}")
         conn.settimeout(None)
@@ -314,10 +314,11 @@ def connect(req: dict) -> dict:
         conn.close()
 
 
-def _listening_program(port: int, program: str) -> str | None:
+def _listening_program(port: int, program: str, environ: dict) -> str | None:
     """Whether the listener our loopback connection reached is held only by processes running `program`
-    (the file itself, by device and inode: a bind mount or a copy elsewhere is another file): None when
-    it is, else what holds it. Asked after connecting: had another listener accepted our connection and
+    (the file itself, by device and inode: a bind mount or a copy elsewhere is another file), started
+    with `environ` among their environment variables (as the desktop's own launcher starts the app):
+    None when it is, else what holds it. Asked after connecting: had another listener accepted our connection and
     closed since, the connection would be reset, not answered. The IPv4 listener on 127.0.0.1 is the one
     a connection to 127.0.0.1 reaches, or failing it the one on 0.0.0.0."""
     listeners = {}
@@ -337,7 +338,13 @@ def _listening_program(port: int, program: str) -> str | None:
         with contextlib.suppress(OSError):
             if any(_link(pid, fd) == inode for fd in os.listdir(f"/proc/{pid}/fd")):
                 exe = os.stat(f"/proc/{pid}/exe")
-                holders.append((exe.st_dev, exe.st_ino) == (want.st_dev, want.st_ino) or os.readlink(f"/proc/{pid}/exe"))
+                if (exe.st_dev, exe.st_ino) != (want.st_dev, want.st_ino):
+                    holders.append(os.readlink(f"/proc/{pid}/exe"))
+                    continue
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+                holders.append(all(env.get(k.encode()) == v.encode() for k, v in environ.items())
+                               or f"{program} started otherwise than by the desktop")
     if not holders:
         return "an unknown process"
     strangers = [h for h in holders if h is not True]

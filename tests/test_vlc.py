@@ -114,3 +114,22 @@ def test_vlc_tools_read_and_change_what_vlc_holds(env, server):
     assert "home folder" in info["exec_result"]
     obs, _, _, _, info = env.step(response("VLCTools.set_settings('qt-bgcone=1\\nextraintf', 'x')"))
     assert "not a VLC option" in info["exec_result"]
+
+
+def test_a_vlc_the_agent_starts_itself_is_not_believed(env, server):
+    """A VLC started otherwise than by the desktop's launcher could run Lua scripts of the agent's (from its
+    user data) and serve a status of its own making: its answers are refused."""
+    from computerrl.envs.tasks.vlc import http_get
+
+    desktop = server[0].slots[0].desktop
+    env.reset(options={"task": {**PLAY, "config": PLAY["config"][:1]}})
+    own = ("/usr/bin/vlc --no-qt-privacy-ask --extraintf http --http-host 127.0.0.1 --http-port 8080 "
+           "--http-password password &")
+    for code in ("Agent.open_app('terminal')", f"Agent.type(text={own!r}, enter=True)", "Agent.wait()", "Agent.wait()"):
+        env.step(response(code))
+    with desktop.sandbox.connect(8080, timeout_s=5.0) as s:  # it does answer: the check is what refuses it
+        s.sendall(b"GET /requests/status.xml HTTP/1.0\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/")
+    assert http_get(desktop, "/requests/status.xml") is None
+    env.reset(options={"task": PLAY})
+    assert http_get(desktop, "/requests/status.xml") is not None  # the desktop's own VLC is

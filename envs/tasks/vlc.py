@@ -25,14 +25,18 @@ if TYPE_CHECKING:
 
 HTTP_PORT, HTTP_PASSWORD = 8080, "password"  # as OSWorld's VM has VLC's web interface
 PROGRAM = "/usr/bin/vlc"
+# VLC runs Lua interface scripts from $XDG_DATA_HOME/vlc/lua before its own: the desktop's launcher
+# points that at a folder nobody can create (compat/bin/vlc), and only a VLC started so is believed
+# (a VLC the agent starts itself could serve a status.xml of its own making).
+LAUNCHED = {"XDG_DATA_HOME": "/usr/share/computerrl-none"}
 
 
 def http_get(desktop: "Desktop", path: str, timeout_s: float = 10.0) -> bytes | None:
     """A page of VLC's HTTP interface (e.g. /requests/status.xml?command=pl_pause); None when no VLC answers."""
     auth = base64.b64encode(f":{HTTP_PASSWORD}".encode()).decode()
     try:
-        status, body = http_request(desktop.sandbox, HTTP_PORT, PROGRAM, path,
-                                    headers={"Authorization": f"Basic {auth}"}, timeout_s=timeout_s)
+        status, body = http_request(desktop.sandbox, HTTP_PORT, PROGRAM, path, timeout_s=timeout_s, environ=LAUNCHED,
+                                    headers={"Authorization": f"Basic {auth}"})
     except AppUnreachable:
         return None
     return body if status == 200 else None
