@@ -77,6 +77,16 @@ def env(server):
     e.close()
 
 
+def play(env: DesktopEnv, task: dict, codes: list[str]) -> tuple[float, dict]:
+    """One episode of `task` with these actions (every one valid and nothing lost), to its end: (reward, info)."""
+    env.reset(options={"task": task})
+    for code in codes:
+        obs, reward, terminated, truncated, info = env.step(response(code))
+        assert info["action_valid"] and not info["aborted"], info
+    assert terminated
+    return reward, info
+
+
 def act(env: DesktopEnv, code: str):
     """One step with a well-formed model response; fails the test if the episode was lost."""
     obs, reward, terminated, truncated, info = env.step(response(code))

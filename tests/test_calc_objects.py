@@ -8,8 +8,8 @@ import json
 import openpyxl
 import pytest
 
+from conftest import play
 from computerrl.envs.client import DesktopEnv
-from computerrl.envs.scripted import response
 
 pytestmark = pytest.mark.desktop
 
@@ -63,14 +63,6 @@ def cache(tmp_path_factory):
 def env(server, cache):
     server[0].slots[0].desktop.file_cache = cache  # white box: the server's --cache
     return DesktopEnv(server[1], 0, max_steps=30)
-
-
-def play(env, t, codes):
-    env.reset(options={"task": t})
-    for code in codes:
-        obs, reward, terminated, truncated, info = env.step(response(code))
-        assert info["action_valid"] and not info["aborted"], info
-    return reward, info
 
 
 def make_gold(env, server, cache, codes, multi=False):

@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from conftest import play
 from computerrl.envs.client import DesktopEnv
 from computerrl.envs.scripted import response
 from computerrl.envs.tasks.chrome import HISTORY_TEMPLATE
@@ -43,15 +44,6 @@ def env(server, tmp_path):
     server[0].slots[0].desktop.file_cache = tmp_path  # white box: the server's --cache
     (tmp_path / "index.json").write_text("{}")
     return DesktopEnv(server[1], 0, max_steps=30)
-
-
-def play(env, task, codes):
-    env.reset(options={"task": task})
-    for code in codes:
-        obs, reward, terminated, truncated, info = env.step(response(code))
-        assert not info["aborted"], info["aborted"]
-    assert terminated
-    return reward, info
 
 
 def test_chrome_shows_in_the_accessibility_tree_and_is_gone_after_reset(env, server):

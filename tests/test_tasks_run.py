@@ -9,6 +9,7 @@ import openpyxl
 import pptx
 import pytest
 
+from conftest import play
 from computerrl.envs.client import DesktopEnv, EnvError
 from computerrl.envs.scripted import response
 
@@ -49,15 +50,6 @@ def cache(tmp_path_factory):
 def task_env(server, cache):
     server[0].slots[0].desktop.file_cache = cache  # white box: the server's --cache
     return DesktopEnv(server[1], 0, max_steps=30)
-
-
-def play(env, task, codes):
-    env.reset(options={"task": task})
-    for code in codes:
-        obs, reward, terminated, truncated, info = env.step(response(code))
-        assert not info["aborted"], info["aborted"]
-    assert terminated
-    return reward, info
 
 
 OS_TASK = {

@@ -11,6 +11,7 @@ import wave
 
 import pytest
 
+from conftest import play
 from computerrl.envs.client import DesktopEnv
 from computerrl.envs.scripted import response
 
@@ -56,14 +57,6 @@ def env(server, tmp_path):
     (tmp_path / "index.json").write_text(json.dumps({URL: "song.wav"}))
     server[0].slots[0].desktop.file_cache = tmp_path  # white box: the server's --cache
     return DesktopEnv(server[1], 0, max_steps=30)
-
-
-def play(env, task, codes):
-    env.reset(options={"task": task})
-    for code in codes:
-        obs, reward, terminated, truncated, info = env.step(response(code))
-        assert info["action_valid"] and not info["aborted"], info
-    return reward, info
 
 
 def test_vlc_starts_as_tasks_start_it_and_is_gone_after_reset(env, server):
