@@ -349,13 +349,13 @@ class Desktop:
         return DevTools(self.sandbox)
 
     def press(self, keys: list[str]) -> None:
-        """A key combination, pressed in the focused window."""
-        from computerrl.envs.compat.xkeys import keysym
+        """A key combination, pressed in the focused window as `Agent.hotkey` presses it."""
+        from computerrl.envs.actions import ActionError, GuiActions
 
-        done = subprocess.run(["xdotool", "key", "--clearmodifiers", "+".join(keysym(k) for k in keys)],
-                              env=self.x_env, capture_output=True, timeout=X_TIMEOUT_S)
-        if done.returncode != 0:
-            raise ApiError(f"xdotool failed: {done.stderr.decode(errors='replace').strip()[:200]}")
+        try:
+            GuiActions(self).hotkey(keys)
+        except ActionError as e:
+            raise ApiError(str(e)) from None
 
     def vlc(self, path: str) -> bytes | None:
         """A page of VLC's HTTP interface; None when no VLC answers."""
