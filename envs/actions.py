@@ -34,7 +34,8 @@ EXTERNAL_APPS = {
 }
 APP_ALIASES = {"libreoffice calc": "calc", "libreoffice writer": "writer", "libreoffice impress": "impress",
                "spreadsheet": "calc", "xterm": "terminal", "chrome": "chromium", "browser": "chromium",
-               "google-chrome": "chromium", "google chrome": "chromium", "files": "nautilus"}
+               "google-chrome": "chromium", "google-chrome-stable": "chromium", "chromium-browser": "chromium",
+               "google chrome": "chromium", "files": "nautilus"}
 
 
 class ActionError(Exception):

@@ -213,8 +213,6 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
     return [str(c) for c in command]
 
 
-APP_WINDOWS = {**dict.fromkeys(("google-chrome", "google-chrome-stable", "chromium", "chromium-browser"), "chromium"),
-               "vlc": "vlc", "gimp": "gimp", "thunderbird": "thunderbird", "nautilus": "nautilus"}  # program -> its app
 APP_START_S = 30.0
 PKILL_WAIT_S = 10.0  # how long a task's pkill waits for what it killed
 PKILL_ONLY = re.compile(r"-(\d+|[A-Z]+|SIG[A-Z]+|e|-echo|-signal=\S+)")  # signals, --echo: pkill's, not pgrep's
@@ -299,6 +297,8 @@ def _in_desktop(name: str) -> bool:
 
 @step("launch", command=(_command, True), shell=(_flag, False))
 def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: bool = False, **_) -> None:
+    from computerrl.envs.actions import APP_ALIASES, EXTERNAL_APPS
+
     raw = command.split() if isinstance(command, str) else [str(c) for c in command]
     office_app = next((a for a in ("calc", "writer", "impress") if f"--{a}" in raw), None)
     if raw and Path(raw[0]).name in ("libreoffice", "soffice") and office_app:  # the desktop's own office
@@ -309,8 +309,6 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
             desktop.office.open_app(office_app)
         return
     if raw and Path(raw[0]).name in ("gnome-terminal", "xterm", "x-terminal-emulator"):  # OSWorld's terminal
-        from computerrl.envs.actions import EXTERNAL_APPS
-
         desktop.launch([*EXTERNAL_APPS["terminal"], *desktop.terminal_log_args()])
         return
     if raw and Path(raw[0]).name == "pkill" and not flag(shell):
@@ -320,8 +318,8 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
             and (COMPAT / "bin" / Path(raw[0]).name).exists():  # /usr/bin/thunderbird: the desktop's stand-in
         command = [Path(raw[0]).name, *raw[1:]]
     desktop.launch(_argv(command, shell))
-    app = APP_WINDOWS.get(Path(raw[0]).name) if raw else None
-    if app:  # the next step (a click on its window) or the agent's first look expects its window
+    app = APP_ALIASES.get(Path(raw[0]).name, Path(raw[0]).name) if raw else None
+    if app in EXTERNAL_APPS:  # one of the desktop's apps: the next step or the agent's first look expects its window
         from computerrl.envs.desktop import app_of
         from computerrl.envs.tasks.chrome import settle
 
