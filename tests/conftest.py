@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,15 @@ def server(tmp_path_factory):
     yield srv, client
     client.close()
     srv.stop()
+
+
+@contextmanager
+def desktop_of(srv: EnvServer, index: int = 0):
+    """White-box use of a server's desktop, under its slot's lock as every call takes it: the watchdog
+    must not see the office a reset stops as a crash and replace the desktop mid-test."""
+    slot = srv.slots[index]
+    with slot.lock:
+        yield slot.desktop
 
 
 @pytest.fixture(scope="module")

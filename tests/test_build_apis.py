@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import act
+from conftest import act, desktop_of
 
 from computerrl.apis import generated
 from computerrl.data.datasets_io import load, save_atomic
@@ -266,40 +266,40 @@ def rollout_step_with(run_dir: Path) -> None:
 
 def test_without_the_ast_check_generated_code_still_cannot_write_outside_the_sandbox(server, tmp_path):
     srv, client = server
-    desktop = srv.slots[0].desktop
-    desktop.reset()
-    desktop.office.open_app("calc")
-    escapes = [tmp_path / "escaped", Path.home() / "computerrl-escaped", Path(__file__).parent / "escaped"]
-    code = textwrap.dedent(f"""
-        import os, socket, subprocess
+    with desktop_of(srv) as desktop:
+        desktop.reset()
+        desktop.office.open_app("calc")
+        escapes = [tmp_path / "escaped", Path.home() / "computerrl-escaped", Path(__file__).parent / "escaped"]
+        code = textwrap.dedent(f"""
+            import os, socket, subprocess
 
-        def escape() -> str:
-            \"\"\"Try every way out.\"\"\"
-            done = []
-            for path in {[str(p) for p in escapes]!r}:
-                try:  # os.open: the worker's own open() takes home paths only
-                    os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
-                    done.append("wrote " + path)
+            def escape() -> str:
+                \"\"\"Try every way out.\"\"\"
+                done = []
+                for path in {[str(p) for p in escapes]!r}:
+                    try:  # os.open: the worker's own open() takes home paths only
+                        os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+                        done.append("wrote " + path)
+                    except OSError as e:
+                        done.append(f"{{path}}: {{e.strerror}}")
+                subprocess.run(["sh", "-c", "touch {escapes[0]}; echo x > /etc/computerrl-escaped"], capture_output=True)
+                try:
+                    socket.create_connection(("127.0.0.1", {srv.port}), timeout=2)
+                    done.append("reached the env server")
                 except OSError as e:
-                    done.append(f"{{path}}: {{e.strerror}}")
-            subprocess.run(["sh", "-c", "touch {escapes[0]}; echo x > /etc/computerrl-escaped"], capture_output=True)
-            try:
-                socket.create_connection(("127.0.0.1", {srv.port}), timeout=2)
-                done.append("reached the env server")
-            except OSError as e:
-                done.append(f"server: {{e.strerror}}")
-            return "; ".join(done)
-    """)
-    request = generated.worker_request("calc", code, mode="call", function="escape", check=False)
-    answer = desktop.run_generated(request, 20)
-    assert answer["ok"], answer  # it ran, unchecked, inside the sandbox
-    assert "reached the env server" not in answer["result"]
-    for path in escapes:
-        assert not path.exists(), f"{path} written from inside the sandbox"
-    assert not Path("/etc/computerrl-escaped").exists()
-    # Checked, the same code never runs.
-    refused = desktop.run_generated(generated.worker_request("calc", code, mode="call", function="escape"), 20)
-    assert not refused["ok"] and refused["error"].startswith("refused:")
+                    done.append(f"server: {{e.strerror}}")
+                return "; ".join(done)
+        """)
+        request = generated.worker_request("calc", code, mode="call", function="escape", check=False)
+        answer = desktop.run_generated(request, 20)
+        assert answer["ok"], answer  # it ran, unchecked, inside the sandbox
+        assert "reached the env server" not in answer["result"]
+        for path in escapes:
+            assert not path.exists(), f"{path} written from inside the sandbox"
+        assert not Path("/etc/computerrl-escaped").exists()
+        # Checked, the same code never runs.
+        refused = desktop.run_generated(generated.worker_request("calc", code, mode="call", function="escape"), 20)
+        assert not refused["ok"] and refused["error"].startswith("refused:")
 
 
 MACRO_DOCUMENT = '''<?xml version="1.0" encoding="UTF-8"?>
@@ -327,25 +327,25 @@ def test_no_macro_runs_even_when_a_load_asks_for_it(server):
     """Found in review: a document's macros are a way from the office to a shell that no text check can
     close (names can be built at run time). The office's profile disables macros altogether."""
     srv, client = server
-    desktop = srv.slots[0].desktop
-    desktop.reset()
-    desktop.office.open_app("calc")
-    desktop.sandbox.write("/home/user/report.fods", MACRO_DOCUMENT.encode())
-    code = textwrap.dedent('''
-        from com.sun.star.beans import PropertyValue
+    with desktop_of(srv) as desktop:
+        desktop.reset()
+        desktop.office.open_app("calc")
+        desktop.sandbox.write("/home/user/report.fods", MACRO_DOCUMENT.encode())
+        code = textwrap.dedent('''
+            from com.sun.star.beans import PropertyValue
 
-        def open_with_macros() -> str:
-            """Load a document, its macros allowed."""
-            frame = doc.getCurrentController().getFrame()
-            mode = PropertyValue("Macro" + "ExecutionMode", 0, 4, 0)  # ALWAYS_EXECUTE_NO_WARN
-            loaded = frame.loadComponentFromURL(file_url("/home/user/report.fods"), "_blank", 0, (mode,))
-            return loaded.getURL()
-    ''')
-    answer = desktop.run_generated(generated.worker_request("calc", code, mode="call", function="open_with_macros",
-                                                            check=False), 30)
-    assert answer["ok"] and answer["result"].endswith("report.fods"), answer  # loaded...
-    time.sleep(3)
-    assert desktop.sandbox.read("/tmp/macro-ran") is None  # ...and its macro never ran
+            def open_with_macros() -> str:
+                """Load a document, its macros allowed."""
+                frame = doc.getCurrentController().getFrame()
+                mode = PropertyValue("Macro" + "ExecutionMode", 0, 4, 0)  # ALWAYS_EXECUTE_NO_WARN
+                loaded = frame.loadComponentFromURL(file_url("/home/user/report.fods"), "_blank", 0, (mode,))
+                return loaded.getURL()
+        ''')
+        answer = desktop.run_generated(generated.worker_request("calc", code, mode="call", function="open_with_macros",
+                                                                check=False), 30)
+        assert answer["ok"] and answer["result"].endswith("report.fods"), answer  # loaded...
+        time.sleep(3)
+        assert desktop.sandbox.read("/tmp/macro-ran") is None  # ...and its macro never ran
 
 
 def test_a_real_model_builds_through_the_openai_engine(run_dir, llama_server):
