@@ -1,0 +1,251 @@
+"""Getters that look into the desktop's folders and files, with the semantics of OSWorld's
+(`list_directory`, `vm_command_error`, `content_from_vm_file`, `audio_in_slide`,
+`background_image_in_slide`).
+
+What they read was made by the agent, so it is read defensively. A folder is walked inside the
+desktop's sandbox (beside the keeper), so a link leads nowhere but the desktop, and a tree too large
+to send back (a link loop, a million files) is None. A workbook or a presentation is parsed in a
+child process with caps on its memory and CPU time, so a zip bomb or a sheet claiming a billion
+cells costs the env server nothing; a file that cannot be parsed is None, which every metric scores 0.
+
+Departures from OSWorld's: where its getter raises (a missing or corrupt file, an empty sheet, a
+slide's media that is neither in the file nor a `file://` link) the evaluation there crashes, and
+here the getter gives None; a media link's `file://` URL is percent-decoded (LibreOffice encodes a
+space as %20, which OSWorld's getter reads literally and then cannot find).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from computerrl.envs.tasks.getters import FILE_LIMIT, getter, vm_file
+from computerrl.envs.tasks.setup import (COMMAND_TIMEOUT_S, Budget, SetupError, _argv, _command, _flag, _string,
+                                         desktop_path, flag)
+
+if TYPE_CHECKING:
+    from computerrl.envs.desktop import Desktop
+
+TREE_ENTRIES = 20_000  # entries of a folder tree, in all; a larger tree is None
+TREE_DEPTH = 200  # folders deep (OSWorld's recursion fails near 1000)
+TREE_BYTES = 900_000  # about how much JSON the tree may take (the keeper sends back 1 MiB of output)
+PARSE_S = 30.0  # wall seconds of the child that parses one file
+PARSE_MEMORY = 3 << 30  # bytes of address space of that child (pandas and any honest workbook fit)
+XML_LIMIT = 16 << 20  # bytes of a slide's XML or relationships read from a presentation
+CHILD = "from computerrl.envs.tasks.getters_files import _child; _child()"
+
+# Run by the desktop's own python3 beside the keeper: OSWorld's server's folder tree (os.listdir,
+# os.path.isdir following links; an unreadable folder becomes {"error": ...}), with caps.
+TREE_SCRIPT = """
+import json, os, sys
+left = [int(sys.argv[2]), int(sys.argv[4])]
+def walk(folder, depth):
+    tree = {"type": "directory", "name": os.path.basename(folder), "children": []}
+    try:
+        for entry in os.listdir(folder):
+            left[0] -= 1
+            left[1] -= len(entry.encode("utf-8", "surrogateescape")) + 40
+            if min(left) < 0 or depth >= int(sys.argv[3]):
+                raise OverflowError
+            full = os.path.join(folder, entry)
+            tree["children"].append(walk(full, depth + 1) if os.path.isdir(full) else {"type": "file", "name": entry})
+    except OSError as e:
+        tree = {"error": str(e)}
+    return tree
+try:
+    reply = {"tree": walk(sys.argv[1], 0) if os.path.isdir(sys.argv[1]) else None}
+except (OverflowError, RecursionError):
+    reply = {"too_large": True}
+print(json.dumps(reply))
+"""
+
+
+@getter("list_directory", path=(_string, True))
+def list_directory(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
+    """The folder's tree: {"type": "directory", "name", "children": [...]}, a file {"type": "file", "name"};
+    None when the path is no folder, or the tree is larger than anything a task makes."""
+    from computerrl.envs.sandbox import SandboxError
+
+    argv = ["/usr/bin/python3", "-I", "-c", TREE_SCRIPT, desktop_path(spec["path"]), str(TREE_ENTRIES),
+            str(TREE_DEPTH), str(TREE_BYTES)]  # -I: nothing the agent put in its site-packages runs
+    try:
+        r = desktop.sandbox.run(argv, env=desktop.env, timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
+    except SandboxError as e:
+        raise SetupError(f"list_directory {spec['path']}: {e}") from None
+    try:
+        reply = json.loads(r.stdout)
+    except ValueError:
+        raise SetupError(f"list_directory {spec['path']}: no tree ({r.stderr.strip()[-300:]})") from None
+    return reply.get("tree")
+
+
+@getter("vm_command_error", command=(_command, True), shell=(_flag, False))
+def vm_command_error(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+    """What the command wrote to stderr (OSWorld's /execute "error"), run as vm_command_line runs it;
+    None when it did not finish, as OSWorld's server answers a command past its timeout."""
+    from computerrl.envs.sandbox import SandboxError
+
+    command, shell = spec["command"], spec.get("shell", False)
+    if isinstance(command, list) and not flag(shell):  # OSWorld's server expands ~/ in a command's words
+        command = [desktop_path(c) if isinstance(c, str) and c.startswith("~/") else c for c in command]
+    argv = _argv(command, shell)
+    try:
+        r = desktop.sandbox.run(argv, env=desktop.env, timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
+    except SandboxError:
+        budget.left(1.0)  # a spent budget is the evaluation's failure, not the command's
+        desktop.setup_notes.append(f"vm_command_error: {shlex.join(argv)[:200]} did not finish")
+        return None
+    return r.stderr
+
+
+def _file_type(v) -> str:
+    return "" if v == "xlsx" else 'expected "xlsx" (the only file type OSWorld\'s getter reads)'
+
+
+def _file_content(v) -> str:
+    return "" if v == "last_row" else 'expected "last_row" (the only content OSWorld\'s getter reads)'
+
+
+@getter("content_from_vm_file", path=(_string, True), file_type=(_file_type, True),
+        file_content=(_file_content, True))
+def content_from_vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list[str] | None:
+    """The first sheet's last row, as pandas reads it (the first row is the header), each cell as
+    `str` makes it ("nan" for an empty one); None when there is no such file or row."""
+    local = vm_file(desktop, {"path": spec["path"], "dest": posixpath.basename(desktop_path(spec["path"]))}, out,
+                    budget)
+    return None if local is None else _in_child("last_row", budget, path=local)
+
+
+def _slide_index(v) -> str:
+    ok = isinstance(v, int) and not isinstance(v, bool) or isinstance(v, str) and v.strip().isdigit()
+    return "" if ok else "expected a slide index (0 = the first slide)"
+
+
+def _slide_media(kind: str):
+    def get(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+        path = desktop_path(spec["ppt_file_path"])
+        local = vm_file(desktop, {"path": path, "dest": posixpath.basename(path)}, out, budget)
+        if local is None:
+            return None
+        found = _in_child("slide_media", budget, path=local, slide=int(spec["slide_index"]), kind=kind,
+                          folder=tempfile.mkdtemp(dir=out))
+        if found is None or "extracted" in found:  # none, or taken out of the presentation
+            return found and found["extracted"]
+        return vm_file(desktop, {"path": found["linked"], "dest": spec["dest"]}, out, budget)  # a linked file
+
+    get.__doc__ = f"""The {kind} of the slide (its file's name slide<index + 1>.xml) as a local file: taken out of
+        the presentation when it is embedded, copied from the desktop (as `dest`) when it is linked."""
+    return get
+
+
+SLIDE = dict(ppt_file_path=(_string, True), slide_index=(_slide_index, True), dest=(_string, True))
+audio_in_slide = getter("audio_in_slide", **SLIDE)(_slide_media("audio"))
+background_image_in_slide = getter("background_image_in_slide", **SLIDE)(_slide_media("background image"))
+
+
+# ---- the parsing, in a capped child --------------------------------------------------------
+def _in_child(op: str, budget: Budget, **args) -> Any:
+    """PARSERS[op](**args) computed in a child with caps on memory and time; None when it fails."""
+    request = json.dumps({"op": op, "args": args}).encode()
+    try:
+        done = subprocess.run([sys.executable, "-c", CHILD], input=request, capture_output=True,
+                              timeout=budget.left(PARSE_S),
+                              env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+        return json.loads(done.stdout).get("value")
+    except (subprocess.TimeoutExpired, ValueError):  # overran, killed, or its output is no reply
+        return None
+
+
+def _child() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (PARSE_MEMORY, PARSE_MEMORY))
+    resource.setrlimit(resource.RLIMIT_CPU, (int(PARSE_S), int(PARSE_S)))
+    req = json.load(sys.stdin)
+    try:
+        reply = {"value": PARSERS[req["op"]](**req["args"])}
+    except Exception as e:  # noqa: BLE001 - MemoryError, a corrupt file…: the file cannot be read, None
+        reply = {"error": f"{type(e).__name__}: {e}"}
+    json.dump(reply, sys.stdout)
+
+
+def _last_row(path: str) -> list[str] | None:
+    import pandas as pd
+
+    frame = pd.read_excel(path)  # each cell as str() makes it, as pandas 2's astype(str) did (pandas 3 keeps NaN)
+    return [str(v) for v in frame.iloc[-1].tolist()] if len(frame) else None
+
+
+PKG_RELS = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
+BACKGROUND = "{http://schemas.openxmlformats.org/presentationml/2006/main}bgPr"
+BLIP = "{http://schemas.openxmlformats.org/drawingml/2006/main}blip"
+EMBED = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}embed"
+
+
+def _xml(zf, name: str):
+    """A part of the presentation, parsed; None when it is absent. No DTD: a part declaring entities is
+    refused (a presentation never does), so no entity expansion can blow up."""
+    from xml.etree import ElementTree
+
+    if name not in zf.namelist():
+        return None
+    with zf.open(name) as f:
+        data = f.read(XML_LIMIT + 1)
+    if len(data) > XML_LIMIT or b"<!ENTITY" in data:
+        raise ValueError(f"{name}: larger than {XML_LIMIT >> 20} MB, or declares entities")
+    return ElementTree.fromstring(data)
+
+
+def _slide_media_of(path: str, slide: int, kind: str, folder: str) -> dict | None:
+    """{"extracted": local file} for media embedded in the presentation, {"linked": desktop path} for a
+    file:// link, None when the slide has none. As OSWorld's: the audio is the first relationship of the
+    slide whose type names audio; the background image is the first <a:blip> of the first <p:bgPr> that
+    has one with r:embed, found among the slide's image relationships."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        wanted = None
+        if kind == "background image":
+            root = _xml(zf, f"ppt/slides/slide{slide + 1}.xml")
+            for background in [] if root is None else root.iter(BACKGROUND):
+                blip = next(background.iter(BLIP), None)
+                if blip is not None and EMBED in blip.attrib:
+                    wanted = blip.attrib[EMBED]
+                    break
+            else:
+                return None
+        rels = _xml(zf, f"ppt/slides/_rels/slide{slide + 1}.xml.rels")
+        for rel in [] if rels is None else rels.iter(PKG_RELS):
+            kind_ok = "audio" in rel.get("Type", "") if kind == "audio" else "image" in rel.get("Type", "")
+            if kind_ok and (wanted is None or rel.get("Id") == wanted):
+                return _media(zf, rel.get("Target", ""), folder)
+    return None
+
+
+def _media(zf, target: str, folder: str) -> dict | None:
+    if target.startswith("file://"):
+        return {"linked": unquote(target[len("file://"):])}
+    if not target.startswith(".."):
+        return None  # OSWorld's getter takes only ../ targets and file:// links
+    member = posixpath.normpath(posixpath.join("ppt/slides", target))
+    name = posixpath.basename(member)
+    if member.startswith("../") or name in ("", ".", "..") or member not in zf.namelist():
+        return None
+    local = Path(folder) / name  # its file name, in a folder of its own: never a path the file chose
+    with zf.open(member) as src, open(local, "wb") as dst:
+        while chunk := src.read(1 << 20):
+            if dst.tell() + len(chunk) > FILE_LIMIT:
+                raise ValueError(f"{member} is larger than {FILE_LIMIT >> 20} MB")
+            dst.write(chunk)
+    return {"extracted": str(local)}
+
+
+PARSERS = {"last_row": _last_row, "slide_media": _slide_media_of}
