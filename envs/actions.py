@@ -11,16 +11,19 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from computerrl.envs.compat.xkeys import BUTTONS, keysym
 from computerrl.envs.desktop import Desktop, app_of
 from computerrl.envs.office import FACTORIES
+from computerrl.envs.sandbox import STAND_IN_NEEDS
 
 TERMINAL_KEYS = sorted(keysym(k).lower() for k in ("ctrl", "alt", "t"))  # ctrl+alt+t opens a terminal
 SCROLL_BUTTONS = {"up": "4", "down": "5", "left": "6", "right": "7"}
 SCROLL_CLICKS = 5  # wheel notches per Agent.scroll: about a screenful of rows in LibreOffice
 WAIT_S = 1.0  # what Agent.wait() waits
+OPEN_S = 20.0  # how long Agent.open_app waits for the app's window (VS Code's workbench loads in seconds)
 TYPE_DELAY_MS = 4  # between keystrokes; 0 lets LibreOffice drop characters under load
 
 # Apps Agent.open_app knows besides LibreOffice's: name -> argv (used only when installed).
@@ -31,19 +34,32 @@ EXTERNAL_APPS = {
     "gimp": ["gimp"],
     "thunderbird": ["thunderbird"],
     "nautilus": ["nautilus"],  # GNOME's file manager, as on OSWorld's Ubuntu
+    "code": ["code"],  # the desktop's stand-in: VS Code's own code (code-server) in a Chromium window (compat/bin/code)
 }
+READY_TITLES = {"code": "Visual Studio Code"}  # app -> how its window's title ends once it is ready to use
 APP_ALIASES = {"libreoffice calc": "calc", "libreoffice writer": "writer", "libreoffice impress": "impress",
                "spreadsheet": "calc", "xterm": "terminal", "chrome": "chromium", "browser": "chromium",
                "google-chrome": "chromium", "google-chrome-stable": "chromium", "chromium-browser": "chromium",
-               "google chrome": "chromium", "files": "nautilus"}
+               "google chrome": "chromium", "files": "nautilus", "vs code": "code", "vscode": "code",
+               "visual studio code": "code"}
 
 
 class ActionError(Exception):
     """An action that cannot be carried out; its message is the action's result."""
 
 
+def installed(app: str) -> bool:
+    program = EXTERNAL_APPS[app][0]
+    return Path(STAND_IN_NEEDS[program]).exists() if program in STAND_IN_NEEDS else shutil.which(program) is not None
+
+
+def app_window(window, app: str) -> bool:
+    """Whether `window` is one of `app`'s, ready to use."""
+    return app_of(window) == app and window.title.endswith(READY_TITLES.get(app, ""))
+
+
 def available_apps() -> list[str]:
-    return sorted(list(FACTORIES) + [a for a, argv in EXTERNAL_APPS.items() if shutil.which(argv[0])])
+    return sorted(list(FACTORIES) + [a for a in EXTERNAL_APPS if installed(a)])
 
 
 class GuiActions:
@@ -109,11 +125,11 @@ class GuiActions:
         app = APP_ALIASES.get(app_name.strip().lower(), app_name.strip().lower())
         if app in FACTORIES:
             self.d.office.open_app(app)
-        elif app in EXTERNAL_APPS and shutil.which(EXTERNAL_APPS[app][0]):
+        elif app in EXTERNAL_APPS and installed(app):
             before = {w.id for w in self.d.screen.windows()}
             self.d.launch(EXTERNAL_APPS[app] + (self.d.terminal_log_args() if app == "terminal" else []))
-            if self.d.wait_for_window(lambda w: w.id not in before and app_of(w) == app) is None:
-                raise ActionError(f"{app} started but showed no window within 10 s")
+            if self.d.wait_for_window(lambda w: w.id not in before and app_window(w, app), OPEN_S) is None:
+                raise ActionError(f"{app} started but showed no window within {OPEN_S:.0f} s")
         else:
             raise ActionError(f"unknown app {app_name!r}; available: {', '.join(available_apps())}")
         return f"Opened {app}"

@@ -49,6 +49,8 @@ X11 = "/tmp/.X11-unix"
 UID = 1000  # the user inside
 INIT = Path(__file__).with_name("sandbox_init.py")
 COMPAT = Path(__file__).with_name("compat")  # stand-ins: pyautogui, and programs in bin/ (sudo, google-chrome)
+# Stand-ins whose program is not on the host's PATH: what must be installed for them to run.
+STAND_IN_NEEDS = {"code": "/usr/lib/computerrl/code-server/node_modules/.bin/code-server"}  # install_code_server.sh
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 PASSWD = "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:/bin/bash\n" \
          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from computerrl.apis.kit import desktop_path
-from computerrl.envs.sandbox import COMPAT
+from computerrl.envs.sandbox import COMPAT, STAND_IN_NEEDS
 from computerrl.envs.tasks.registry import SETUP_STEPS
 
 if TYPE_CHECKING:
@@ -289,7 +289,7 @@ def _in_desktop(name: str) -> bool:
     if name.startswith("$") or name in SHELL_WORDS or name in STAND_INS or Path(name).name in STAND_INS:
         return True
     if "/" not in name and (COMPAT / "bin" / name).exists():  # ours, first on the desktop's PATH: google-chrome, …
-        return True
+        return name not in STAND_IN_NEEDS or Path(STAND_IN_NEEDS[name]).exists()
     if name.startswith("/"):
         return Path(name).exists() and name.startswith(("/usr/", "/bin/", "/sbin/"))
     return "/" in name or shutil.which(name, path=DESKTOP_PATH) is not None  # ./setup.sh: the task's own file
@@ -297,7 +297,7 @@ def _in_desktop(name: str) -> bool:
 
 @step("launch", command=(_command, True), shell=(_flag, False))
 def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: bool = False, **_) -> None:
-    from computerrl.envs.actions import APP_ALIASES, EXTERNAL_APPS
+    from computerrl.envs.actions import APP_ALIASES, EXTERNAL_APPS, app_window
 
     raw = command.split() if isinstance(command, str) else [str(c) for c in command]
     office_app = next((a for a in ("calc", "writer", "impress") if f"--{a}" in raw), None)
@@ -320,10 +320,9 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
     desktop.launch(_argv(command, shell))
     app = APP_ALIASES.get(Path(raw[0]).name, Path(raw[0]).name) if raw else None
     if app in EXTERNAL_APPS:  # one of the desktop's apps: the next step or the agent's first look expects its window
-        from computerrl.envs.desktop import app_of
         from computerrl.envs.tasks.chrome import settle
 
-        if desktop.wait_for_window(lambda w: app_of(w) == app, timeout_s=budget.left(APP_START_S)) is None:
+        if desktop.wait_for_window(lambda w: app_window(w, app), timeout_s=budget.left(APP_START_S)) is None:
             raise SetupError(f"launch: {raw[0]} showed no window within {APP_START_S:.0f} s")
         if app == "chromium":
             settle(desktop, budget)

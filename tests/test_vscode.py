@@ -1,0 +1,98 @@
+"""VS Code in a real desktop: code-server (VS Code's own code) in a Chromium window, started as OSWorld's
+tasks start it, real OSWorld VS Code tasks scored, its command line as CodeTools uses it."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import pytest
+
+from conftest import act, play
+from computerrl.envs.actions import installed
+from computerrl.envs.scripted import response
+
+pytestmark = [pytest.mark.desktop,
+              pytest.mark.skipif(not installed("code"), reason="VS Code (envs/install_code_server.sh) not installed")]
+
+OPEN = [{"type": "launch", "parameters": {"command": ["code"]}},
+        {"type": "activate_window", "parameters": {"window_name": "Visual Studio Code"}}]
+# OSWorld's vs_code/276cc624-87ea-4f08-ab93-f770e3790175.json, as it is
+LINE_LENGTH = {
+    "id": "276cc624-87ea-4f08-ab93-f770e3790175", "snapshot": "vscode",
+    "instruction": "Please help me set the current user's line length to 50 characters in VS Code.",
+    "source": "https://www.quora.com/unanswered/How-do-you-set-the-line-length-in-Visual-Studio-Code",
+    "config": OPEN, "trajectory": "trajectories/", "related_apps": ["vscode"],
+    "evaluator": {"func": "check_json_settings",
+                  "expected": {"type": "rule", "rules": {"expected": {"editor.wordWrapColumn": 50}}},
+                  "result": {"type": "vm_file", "path": "/home/user/.config/Code/User/settings.json",
+                             "dest": "settings.json"}}}
+# OSWorld's vs_code/4e60007a-f5be-4bfc-9723-c39affa0a6d3.json, as it is
+AUTODOCSTRING = {
+    "id": "4e60007a-f5be-4bfc-9723-c39affa0a6d3", "snapshot": "vscode",
+    "instruction": "Please help me install the autoDocstring extension in VS Code.",
+    "source": "https://campbell-muscle-lab.github.io/howtos_Python/pages/documentation/best_practices/vscode_docstring_extension/vscode_docstring_extension.html#:~:text=Type%2C%20Ctrl%20%2B%20Shift%20%2B%20P,select%20the%20NumPy%20docstring%20format.",
+    "config": OPEN, "trajectory": "trajectories/", "related_apps": ["vscode"],
+    "evaluator": {"func": "is_extension_installed",
+                  "result": {"type": "vm_command_line",
+                             "command": ["code", "--list-extensions", "|", "grep", "njpwerner.autodocstring"]},
+                  "expected": {"type": "rule", "rules": {"type": "contain", "expected": "njpwerner.autodocstring"}}}}
+
+
+def vsix(publisher: str, name: str) -> bytes:
+    """A minimal extension package (VS Code installs one from a file as from its marketplace)."""
+    manifest = {"name": name, "publisher": publisher, "version": "1.0.0", "engines": {"vscode": "^1.80.0"}}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("extension/package.json", json.dumps(manifest))
+        z.writestr("[Content_Types].xml", '<?xml version="1.0" encoding="utf-8"?><Types xmlns="http://schemas.'
+                   'openxmlformats.org/package/2006/content-types"><Default Extension=".json" '
+                   'ContentType="application/json"/></Types>')
+        z.writestr("extension.vsixmanifest", f'<?xml version="1.0" encoding="utf-8"?><PackageManifest Version='
+                   f'"2.0.0" xmlns="http://schemas.microsoft.com/developer/vsx-schema/2011"><Metadata><Identity '
+                   f'Language="en-US" Id="{name}" Version="1.0.0" Publisher="{publisher}"/><DisplayName>{name}'
+                   f'</DisplayName></Metadata><Installation><InstallationTarget Id="Microsoft.VisualStudio.Code"/>'
+                   f'</Installation><Assets><Asset Type="Microsoft.VisualStudio.Code.Manifest" '
+                   f'Path="extension/package.json" Addressable="true"/></Assets></PackageManifest>')
+    return buf.getvalue()
+
+
+def test_vscode_opens_as_tasks_open_it_shows_its_tree_and_is_gone_after_reset(env, server):
+    obs, _ = env.reset(options={"task": LINE_LENGTH})
+    assert obs["focused_app"] == "code", obs["windows"]
+    assert any(w["title"].endswith("Visual Studio Code") for w in obs["windows"])
+    assert "Explorer" in obs["a11y_tree"] or "Welcome" in obs["a11y_tree"], obs["a11y_tree"][:2000]
+    obs, _ = env.reset()
+    assert not [w for w in obs["windows"] if "Visual Studio Code" in w["title"]]
+    assert "node" not in server[0].slots[0].desktop.sandbox.run(["ps", "-eo", "comm"], env={}).stdout
+
+
+def test_the_line_length_task_scores_one_when_set_in_the_settings_editor_and_zero_when_not(env):
+    solve = ["Agent.hotkey(['ctrl', 'shift', 'p'])", "Agent.wait()",
+             "Agent.type(text='Preferences: Open User Settings (JSON)')", "Agent.wait()",
+             "Agent.hotkey(['enter'])", "Agent.wait()", "Agent.wait()",
+             "Agent.hotkey(['ctrl', 'a'])", "Agent.type(text='{\"editor.wordWrapColumn\": 50')",
+             # what the editor closed for us as we typed ("}) goes, and the brace is typed
+             "Agent.hotkey(['shift', 'end'])", "Agent.hotkey(['delete'])", "Agent.type(text='}')",
+             "Agent.hotkey(['ctrl', 's'])", "Agent.wait()", "Agent.exit(True)"]
+    reward, info = play(env, LINE_LENGTH, solve)
+    assert reward == 1.0, info
+    reward, info = play(env, LINE_LENGTH, ["Agent.exit(True)"])
+    assert reward == 0.0, info
+
+
+def test_an_extension_installed_from_the_terminal_scores_the_extension_task(env, server):
+    env.reset(options={"task": AUTODOCSTRING})
+    server[0].slots[0].desktop.sandbox.write("/home/user/autodocstring.vsix", vsix("njpwerner", "autodocstring"))
+    act(env, "Agent.open_app('terminal')")
+    act(env, "Agent.type(text='code --install-extension autodocstring.vsix\\n')")
+    for _ in range(30):  # the agent waits for the command to finish
+        act(env, "Agent.wait()")
+        if "njpwerner.autodocstring" in server[0].slots[0].desktop.sandbox.run(
+                ["ls", "/home/user/.vscode/extensions"], env={}).stdout:
+            break
+    _, reward, terminated, _, info = env.step(response("Agent.exit(True)"))
+    assert terminated and reward == 1.0, info
+    reward, info = play(env, AUTODOCSTRING, ["Agent.exit(True)"])
+    assert reward == 0.0, info
