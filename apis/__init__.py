@@ -6,7 +6,7 @@ from computerrl.apis.parser import Action, InvalidAction, extract_code, parse_ac
 from computerrl.apis.registry import REGISTRY, ApiFunction, ApiRegistry, Len, Range, Round, register_api
 
 # The application API classes register themselves on import (their UNO code loads only when run).
-from computerrl.apis import browser, calc, impress, vlc, writer  # noqa: F401
+from computerrl.apis import browser, calc, code, impress, vlc, writer  # noqa: F401
 
 __all__ = [
     "REGISTRY", "Action", "Agent", "ApiFunction", "ApiRegistry", "InvalidAction", "Len", "Range",

@@ -108,6 +108,7 @@ class DesktopApi:
         desktop.devtools()      the browser's DevTools (tabs, open, activate, close)
         desktop.press(keys)     a key combination, pressed in the focused window
         desktop.vlc(path)       a page of VLC's HTTP interface (bytes), None when no VLC answers
+        desktop.vscode(args)    VS Code's command line (its output); opens_window=True starts VS Code if needed
         desktop.sandbox         read(path), write(path, data), run(argv, env=desktop.env, …)
     Unreachable apps raise `AppUnreachable`."""
 

@@ -44,6 +44,7 @@ HEALTH_TIMEOUT_S = 5.0  # a session that does not answer the watchdog's poll thi
 SERVICES = ("dbus", "a11y-bus", "openbox")
 BUSES = ("bus", "at-spi-bus")  # their sockets, in RUN
 GENERATED_CALL_S = 20.0  # a generated API call that takes longer is killed (the step then fails)
+VSCODE_CLI_S = 120.0  # VS Code's command line (an extension install unpacks a package)
 TERMINAL_LOG_LIMIT = 16 << 20  # bytes of a terminal's log read for the vm_terminal_output getter
 
 OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
@@ -362,6 +363,22 @@ class Desktop:
         from computerrl.envs.tasks.vlc import http_get
 
         return http_get(self, path)
+
+    def vscode(self, args: list[str], opens_window: bool = False) -> str:
+        """VS Code's command line, `code ARGS`, in the session: its output. A command that opens a window,
+        with no VS Code window open, starts VS Code and returns once its window is ready."""
+        from computerrl.envs.actions import OPEN_S, app_window
+
+        if opens_window and not any(app_window(w, "code") for w in self.screen.windows()):
+            self.launch(["code", *args])
+            if self.wait_for_window(lambda w: app_window(w, "code"), OPEN_S) is None:
+                raise ApiError(f"VS Code showed no window within {OPEN_S:.0f} s")
+            return ""
+        r = self.sandbox.run(["code", *args], env=self.env, timeout_s=VSCODE_CLI_S)
+        if r.returncode != 0:
+            said = (r.stderr.strip() or r.stdout.strip()).splitlines()
+            raise ApiError(f"code {' '.join(args)}: " + (said[-1] if said else f"exit code {r.returncode}"))
+        return r.stdout
 
     # ---- observation ---------------------------------------------------------------------
     def observe(self, *, screenshot: bool = True) -> Observation:

@@ -96,3 +96,35 @@ def test_an_extension_installed_from_the_terminal_scores_the_extension_task(env,
     assert terminated and reward == 1.0, info
     reward, info = play(env, AUTODOCSTRING, ["Agent.exit(True)"])
     assert reward == 0.0, info
+
+
+def test_code_tools_open_compare_and_manage_extensions_in_a_real_vscode(env, server):
+    env.reset()
+    desktop = server[0].slots[0].desktop
+    desktop.sandbox.run(["mkdir", "-p", "/home/user/project"], env={})
+    desktop.sandbox.write("/home/user/project/a.py", b"x = 1\n")
+    desktop.sandbox.write("/home/user/project/b.py", b"x = 2\n")
+    desktop.sandbox.write("/home/user/tool.vsix", vsix("acme", "tool"))
+
+    def title_after(code: str) -> str:
+        """The focused window's title once the call's window has drawn (the agent's next look)."""
+        _, info = act(env, code)
+        assert not info["exec_result"].startswith("Error"), info["exec_result"]
+        obs, _ = act(env, "Agent.wait()")
+        return next((w["title"] for w in obs["windows"] if w["focused"]), "")
+
+    assert title_after("CodeTools.launch_vscode('/home/user/project')") .endswith("project - Visual Studio Code")
+    title = title_after("CodeTools.goto_file('/home/user/project/a.py', line=1, character=3)")
+    assert title.startswith("a.py - project"), title
+    title = title_after("CodeTools.compare_files('/home/user/project/a.py', '/home/user/project/b.py')")
+    assert "a.py ↔ b.py" in title, title
+    obs, info = act(env, "CodeTools.install_extension('/home/user/tool.vsix')")
+    obs, info = act(env, "CodeTools.list_extensions(show_versions=True)")
+    assert "acme.tool@1.0.0" in info["exec_result"], info["exec_result"]
+    act(env, "CodeTools.uninstall_extension('acme.tool')")
+    obs, info = act(env, "CodeTools.list_extensions()")
+    assert "acme.tool" not in info["exec_result"]
+    obs, info = act(env, "CodeTools.toggle_sync('on')")  # no account to sync with: said, not pretended
+    assert "Settings Sync" in info["exec_result"] and info["action_valid"]
+    obs, info = act(env, "CodeTools.launch_vscode('/etc')")
+    assert "outside the home folder" in info["exec_result"]
