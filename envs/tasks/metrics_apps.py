@@ -6,8 +6,8 @@ compare structure by SSIM (scikit-image, threshold 0.9 unless said), on equal si
 Refused (not registered, so `tasks check` names the tasks that use them):
 - check_thunderbird_folder: OSWorld's skips every message it reads (`if mail.strip(): continue`), so it
   scores 1 whenever both folders are non-empty: a reward an agent would learn to take for nothing;
-- compare_archive: it unpacks the agent's archive wherever the metric runs, unbounded on disk;
-- check_sharper: no task uses it.
+- check_sharper: not yet (multi_apps/bb7db4c2 uses it).
+compare_archive is in metrics_files, reading archives within caps.
 """
 
 from __future__ import annotations
