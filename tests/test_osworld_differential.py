@@ -4,7 +4,7 @@ difference with its reason.
 OSWorld's metric functions come from the `desktop-env` package on PyPI, installed by install.sh without
 its dependencies in a test-only place (.venv/osworld). Its modules are loaded one by one, without the
 package's __init__ (which imports everything); what they import and no metric compared here uses (OCR,
-audio, video, formula engine) is an empty stand-in.
+audio, video) is an empty stand-in.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from pathlib import Path
 import docx
 import openpyxl
 import pytest
+from openpyxl.formatting.rule import CellIsRule, FormulaRule, Rule
+from openpyxl.styles import Font, PatternFill
+from openpyxl.styles.differential import DifferentialStyle
 from PIL import Image, ImageDraw, ImageEnhance
 from pptx import Presentation
 from pptx.util import Inches
@@ -27,7 +30,7 @@ import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
 from computerrl.envs.tasks.registry import METRICS
 
 OSWORLD = Path(__file__).resolve().parents[1] / ".venv" / "osworld" / "desktop_env"
-ABSENT = ("pdfplumber", "imagehash", "fastdtw", "borb", "borb.pdf", "formulas", "easyocr", "cv2", "librosa",
+ABSENT = ("pdfplumber", "imagehash", "fastdtw", "borb", "borb.pdf", "easyocr", "cv2", "librosa",
           "acoustid")
 MODULES = ("utils", "chrome", "general", "table", "docs", "slides", "vlc", "gimp", "thunderbird", "basic_os")
 # case -> why OSWorld's verdict and ours differ there (each is asserted to still differ)
@@ -68,8 +71,8 @@ def osworld():
 def verdict(fn, args, options):
     try:
         return round(float(fn(*args, **options)), 4)
-    except Exception as e:  # noqa: BLE001 - a metric that raises gives no verdict
-        return f"raised {type(e).__name__}"
+    except Exception:  # noqa: BLE001 - a metric that raises gives no verdict, whatever it raises
+        return "raised"
 
 
 def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
@@ -178,6 +181,45 @@ def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
     add("compare_table", "printed", same, gold, rules=[{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}])
     add("compare_table", "printed wrong", other, gold, rules=[{"type": "sheet_print", "sheet_idx0": "RNSheet1",
                                                                "sheet_idx1": "ENSheet1"}])
+
+    # compare_table's style rule: direct formats against conditional ones, whose formulas `formulas` computes
+    green, red = Font(color="FF00FF00"), PatternFill("solid", fgColor="FFFF0000")
+    sales = [["rep", "total"], ["ann", 5], ["bob", 9], ["cy", 2], ["dee", 7]]
+
+    def styled(name, direct=(), rules=()):
+        wb = openpyxl.Workbook()
+        for row in sales:
+            wb.active.append(row)
+        for coord in direct:
+            wb.active[coord].font, wb.active[coord].fill = green, red
+        for rng, rule in rules:
+            wb.active.conditional_formatting.add(rng, rule)
+        wb.save(tmp / name)
+        return str(tmp / name)
+
+    def dxf():
+        return {"font": Font(color="FF00FF00"), "fill": PatternFill(bgColor="FFFF0000")}
+
+    style_gold = styled("style-gold.xlsx", direct=["B3"])
+    expression = lambda f: ("B2:B5", FormulaRule(formula=[f], **dxf()))  # noqa: E731
+    cell_is = lambda op, f: ("B2:B5", CellIsRule(operator=op, formula=f, **dxf()))  # noqa: E731
+    for case, result in (
+            ("direct", styled("s1.xlsx", direct=["B3"])),
+            ("direct wrong", styled("s2.xlsx", direct=["B4"])),
+            ("expression", styled("s3.xlsx", rules=[expression("$B2=MAX($B$2:$B$5)")])),
+            ("expression wrong", styled("s4.xlsx", rules=[expression("$B2=MIN($B$2:$B$5)")])),
+            ("cellIs constant", styled("s5.xlsx", rules=[cell_is("greaterThan", ["8"])])),
+            ("cellIs between", styled("s6.xlsx", rules=[cell_is("between", ["8", "10"])])),
+            ("cellIs reference", styled("s7.xlsx", rules=[cell_is("equal", ["MAX($B$2:$B$5)"])])),
+            ("unparsable", styled("s8.xlsx", rules=[expression("$B2=MAX($B$2:$B$5")])),
+            ("top10 first", styled("s9.xlsx", rules=[("B2:B5", Rule(type="top10", rank=1, dxf=DifferentialStyle(
+                font=Font(color="FF00FF00"))))])),
+            ("top10 after expression", styled("s10.xlsx", rules=[
+                expression("$B2=MAX($B$2:$B$5)"), ("B2:B5", Rule(type="top10", rank=1, dxf=DifferentialStyle(
+                    font=Font(color="FF0000FF"))))]))):
+        for props in (["font_color"], ["bgcolor", "font_bold"]):
+            add("compare_table", f"style {case} {props}", result, style_gold,
+                rules=[{"type": "style", "sheet_idx0": 0, "sheet_idx1": "EI0", "props": props}])
 
     # Writer
     def writer(name, texts, spacing=None, center=False, subscript=False, italic_size=None, footer=None, breaks=0):

@@ -38,7 +38,18 @@ def cache(tmp_path_factory):
             slide.shapes.title.text = title
         slide.placeholders[1].text = "Agenda"
         prs.save(root / name)
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"] * 2
+    for name, fill in (("calendar.xlsx", False), ("calendar-gold.xlsx", True)):
+        wb = openpyxl.Workbook()
+        wb.active.append(["Day", "Date"])
+        for i, day in enumerate(days, start=1):
+            wb.active.append([day, i])
+            if fill and day in ("Sat", "Sun"):
+                for cell in wb.active[i + 1]:
+                    cell.fill = openpyxl.styles.PatternFill("solid", fgColor="FFFF0000")
+        wb.save(root / name)
     (root / "index.json").write_text(json.dumps({
+        CALENDAR_URL: "calendar.xlsx", CALENDAR_GOLD_URL: "calendar-gold.xlsx",
         "https://example.org/numbers.xlsx": "numbers.xlsx", "https://example.org/numbers-gold.xlsx": "numbers-gold.xlsx",
         "https://example.org/letter.docx": "letter.docx", "https://example.org/letter-gold.docx": "letter-gold.docx",
         "https://example.org/hello-gold.txt": "hello-gold.txt", "https://example.org/deck.pptx": "deck.pptx",
@@ -106,6 +117,48 @@ WRITER_TASK = {
                   "expected": {"type": "cloud_file", "path": "https://example.org/letter-gold.docx",
                                "dest": "gold.docx"}},
 }
+
+
+CALENDAR_URL = ("https://drive.usercontent.google.com/download?id=1_gyig5Vs3VOuvkjRoLt2ZpXBIyCZfUmV&export=download"
+                "&authuser=0&confirm=t&uuid=ed113cdd-4279-454b-a66d-07447e31c818&at=APZUnTVztf5DcbF0DjLJitkpUUxt:1705920417565")
+CALENDAR_GOLD_URL = ("https://drive.usercontent.google.com/download?id=1URKsHvPdWDvB-qwsIZ-SqHAmiXaosXKW&export=download"
+                     "&authuser=0&confirm=t&uuid=849064c9-7402-48c5-87f6-e5c290e4bd24&at=APZUnTXarmqM0cO4I0z-Lv7MElzX"
+                     ":1705920495794")
+WEEKEND_TASK = {  # OSWorld's libreoffice_calc/8b1ce5f2 as it is; its two files are made by the cache fixture
+    "id": "8b1ce5f2-59d2-4dcc-b0b0-666a714b9a14", "snapshot": "libreoffice_calc",
+    "instruction": "Given a partial calendar, please highlight all the weekends (Satureday & Sunday) by setting the "
+                   "cell background as red (#ff0000).",
+    "config": [{"type": "download", "parameters": {"files": [
+                   {"url": CALENDAR_URL, "path": "/home/user/Calendar_Highlight_Weekend_Days.xlsx"}]}},
+               {"type": "open", "parameters": {"path": "/home/user/Calendar_Highlight_Weekend_Days.xlsx"}}],
+    "related_apps": ["libreoffice calc"],
+    "evaluator": {
+        "postconfig": [
+            {"type": "activate_window", "parameters": {
+                "window_name": "Calendar_Highlight_Weekend_Days.xlsx - LibreOffice Calc", "strict": True}},
+            {"type": "sleep", "parameters": {"seconds": 0.5}},
+            {"type": "execute", "parameters": {"command": [
+                "python", "-c", "import pyautogui; pyautogui.hotkey(\"ctrl\", \"s\");"]}},
+            {"type": "sleep", "parameters": {"seconds": 0.5}}],
+        "func": "compare_table",
+        "expected": {"type": "cloud_file", "path": CALENDAR_GOLD_URL, "dest": "Calendar_Highlight_Weekend_Days_gold.xlsx"},
+        "result": {"type": "vm_file", "path": "/home/user/Calendar_Highlight_Weekend_Days.xlsx",
+                   "dest": "Calendar_Highlight_Weekend_Days.xlsx"},
+        "options": {"rules": [{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"},
+                              {"type": "style", "sheet_idx0": 0, "sheet_idx1": "EI0", "props": ["bgcolor"]}]}},
+}
+
+
+def test_cell_styles_of_a_real_osworld_task_score_as_saved_by_libreoffice(task_env):
+    weekends = ["A7:B8", "A14:B15"]
+    reward, info = play(task_env, WEEKEND_TASK, [f"CalcTools.highlight_range('{r}', '#FF0000')" for r in weekends]
+                        + ["Agent.exit(True)"])
+    assert reward == 1.0, info
+    reward, info = play(task_env, WEEKEND_TASK, ["CalcTools.highlight_range('A7:B8', '#FF0000')", "Agent.exit(True)"])
+    assert reward == 0.0, info  # one weekend missed
+    reward, info = play(task_env, WEEKEND_TASK, [f"CalcTools.highlight_range('{r}', '#FF3300')" for r in weekends]
+                        + ["Agent.exit(True)"])
+    assert reward == 0.0, info  # another red
 
 
 def test_writer_task_scores(task_env):

@@ -2,10 +2,9 @@
 and `compare_csv`.
 
 compare_table rules supported: `sheet_name`, `sheet_data`, `check_cell`, `sheet_fuzzy`, `freeze`,
-`zoom`, `row_props`, `col_props`, and in metrics_table_objects `chart`, `pivot_table`, `filter`,
-`data_validation`, `sheet_print`. Not supported (ValueError naming the rule, raised before any file
-is read, so task loading can report it): `style` (its conditional formats need a formula engine),
-`sparkline`.
+`zoom`, `row_props`, `col_props`, in metrics_table_objects `chart`, `pivot_table`, `filter`,
+`data_validation`, `sheet_print`, and in metrics_table_styles `style`. Not supported (ValueError
+naming the rule, raised before any file is read, so task loading can report it): `sparkline`.
 Sheet indices as in OSWorld: an int (result sheet by position), "RI0"/"RNname" (result by
 index/name), "EI0"/"ENname" (expected by index/name).
 Departures: a missing/unreadable result (or expected) book scores 0; cell values are read with
@@ -36,21 +35,31 @@ log = logging.getLogger(__name__)
 
 TABLE_RULES = Registry("compare_table rule")  # rule type -> holds(rule, result book, expected book)
 table_rule = TABLE_RULES.register
-CELL_STYLES = {  # check_cell props other than "value"; None when the cell is empty, as in OSWorld
-    "number_format": lambda c: c.number_format if c.value is not None and c.data_type == "n" else None,
-    "font_name": lambda c: c.font.name if c.value is not None else None,
-    "font_family": lambda c: c.font.family if c.value is not None else None,
-    "font_color": lambda c: c.font.color.rgb if c.value is not None else None,
-    "font_bold": lambda c: c.font.bold if c.value is not None else None,
-    "font_italic": lambda c: c.font.italic if c.value is not None else None,
-    "font_underline": lambda c: c.font.underline if c.value is not None else None,
-    "font_size": lambda c: c.font.size if c.value is not None else None,
-    "fill_type": lambda c: c.fill.tagname,
-    "bgcolor": lambda c: c.fill.fgColor.rgb,  # OSWorld reads fgColor for both names
-    "fgcolor": lambda c: c.fill.fgColor.rgb,
-    "hyperlink": lambda c: (c.hyperlink or "") if c.value is not None else None,
-    "merge": lambda c: isinstance(c, MergedCell),
+CELL_STYLES = {  # check_cell and style props: (cell, its active conditional format's dxf or None) -> value;
+    # None when the cell is empty, as in OSWorld's _read_cell_style; a dxf replaces font, fill, number format
+    "number_format": lambda c, d: ((c.number_format if d is None else d.numFmt.formatCode)
+                                   if c.value is not None and c.data_type == "n" else None),
+    "font_name": lambda c, d: (d or c).font.name if c.value is not None else None,
+    "font_family": lambda c, d: (d or c).font.family if c.value is not None else None,
+    "font_color": lambda c, d: (d or c).font.color.rgb if c.value is not None else None,
+    "font_bold": lambda c, d: (d or c).font.bold if c.value is not None else None,
+    "font_italic": lambda c, d: (d or c).font.italic if c.value is not None else None,
+    "font_underline": lambda c, d: (d or c).font.underline if c.value is not None else None,
+    "font_size": lambda c, d: (d or c).font.size if c.value is not None else None,
+    "fill_type": lambda c, d: (d or c).fill.tagname,
+    "bgcolor": lambda c, d: c.fill.fgColor.rgb if d is None else d.fill.bgColor.rgb,  # fgColor, as OSWorld
+    "fgcolor": lambda c, d: c.fill.fgColor.rgb if d is None else d.fill.bgColor.rgb,
+    "hyperlink": lambda c, d: (c.hyperlink or "") if c.value is not None else None,
+    "merge": lambda c, d: isinstance(c, MergedCell),
 }
+
+
+def cell_style(prop: str, cell, dxf=None):
+    """One CELL_STYLES prop; a part the cell lacks (a font without a colour) reads None."""
+    try:
+        return CELL_STYLES[prop](cell, dxf)
+    except AttributeError:
+        return None
 
 
 METHODS = ("re", "eq", "ne", "le", "lt", "ge", "gt", "approx:", "spreadsheet_range", "range.", "str_list_eq",
@@ -69,6 +78,9 @@ def check_table_rules(rules) -> None:
                 raise ValueError(f"compare_table check_cell prop {prop!r} is not supported")
             if not str(rule.get("method", "")).startswith(METHODS):
                 raise ValueError(f"compare_table check_cell method {rule.get('method')!r} is not supported")
+        for prop in r.get("props", []) if kind == "style" else []:
+            if prop not in CELL_STYLES:
+                raise ValueError(f"compare_table style prop {prop!r} is not supported")
 
 
 def match_value_to_rule(value, rule: dict) -> bool:
@@ -225,10 +237,7 @@ def _check_cell(r, result, expected) -> bool:
         return False
     cell = ws[r["coordinate"]]
     for prop, rule in r["props"].items():
-        try:
-            val = book.value(name, r["coordinate"]) if prop == "value" else CELL_STYLES[prop](cell)
-        except AttributeError:  # e.g. a font without a colour
-            val = None
+        val = book.value(name, r["coordinate"]) if prop == "value" else cell_style(prop, cell)
         if not match_value_to_rule(val, rule):
             return False
     return True
