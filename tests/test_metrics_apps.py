@@ -7,9 +7,10 @@ import json
 import sqlite3
 
 import pytest
-from PIL import Image, ImageDraw, ImageEnhance
+from PIL import Image, ImageDraw, ImageEnhance, ImageFilter
 
 import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
+from computerrl.envs.tasks import metrics_apps
 from computerrl.envs.tasks.registry import METRICS
 
 
@@ -56,6 +57,19 @@ def test_structure_brightness_saturation_contrast_and_mirror(photo, tmp_path):
     assert m("check_palette_and_structure_sim", palette, str(photo)) == 1.0
     assert m("check_palette_and_structure_sim", str(photo), str(photo)) == 0.0  # not a palette image
     assert m("check_structure_sim", None, str(photo)) == 0.0
+
+
+def test_sharper_is_opencvs_laplacian_variance(photo, tmp_path):
+    orig = Image.open(photo)
+    sharpened = save(orig.filter(ImageFilter.UnsharpMask(radius=2, percent=150)), tmp_path, "sharp.png")
+    blurred = save(orig.filter(ImageFilter.GaussianBlur(1.5)), tmp_path, "blur.png")
+    assert m("check_sharper", sharpened, str(photo)) == 1.0
+    assert m("check_sharper", blurred, str(photo)) == 0.0
+    assert m("check_sharper", str(photo), str(photo)) == 0.0  # as sharp is not sharper
+    assert m("check_sharper", str(tmp_path / "missing.png"), str(photo)) == 0.0
+    spot = Image.new("L", (3, 3))
+    spot.putpixel((1, 1), 9)  # Laplacian [[0,18,0],[18,-36,18],[0,18,0]] with borders reflected as cv2's
+    assert metrics_apps._sharpness(spot) == 272.0
 
 
 def test_sizes_positions_and_backgrounds(photo, tmp_path):

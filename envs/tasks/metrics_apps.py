@@ -5,8 +5,7 @@ The first argument is the agent's result, the second the gold or the original im
 compare structure by SSIM (scikit-image, threshold 0.9 unless said), on equal sizes only.
 Refused (not registered, so `tasks check` names the tasks that use them):
 - check_thunderbird_folder: OSWorld's skips every message it reads (`if mail.strip(): continue`), so it
-  scores 1 whenever both folders are non-empty: a reward an agent would learn to take for nothing;
-- check_sharper: not yet (multi_apps/bb7db4c2 uses it).
+  scores 1 whenever both folders are non-empty: a reward an agent would learn to take for nothing.
 compare_archive is in metrics_files, reading archives within caps.
 """
 
@@ -176,6 +175,26 @@ def check_image_mirror(src_path, tgt_path, **_) -> float:
     if src is None or tgt is None:
         return 0.0
     return float(same_structure(src.transpose(Image.Transpose.FLIP_LEFT_RIGHT), tgt, 0.99))
+
+
+def _sharpness(img) -> float:
+    """OpenCV's measure, as OSWorld takes it: the variance of the 3x3 Laplacian of the grey image,
+    borders reflected without repeating the edge (cv2's default)."""
+    import numpy as np
+
+    g = np.pad(np.asarray(img.convert("RGB").convert("L"), dtype=np.float64), 1, mode="reflect")
+    lap = g[:-2, 1:-1] + g[2:, 1:-1] + g[1:-1, :-2] + g[1:-1, 2:] - 4 * g[1:-1, 1:-1]
+    return float(np.var(lap))
+
+
+@metric("check_sharper")
+def check_sharper(src_path, tgt_path, **_) -> float:
+    """The result is sharper than the original. As OSWorld's, nothing says it is the same picture: the
+    task pairs it with another check (multi_apps/bb7db4c2: the page's background is the result)."""
+    src, tgt = _pair(src_path, tgt_path)
+    if src is None or tgt is None:
+        return 0.0
+    return float(_sharpness(src) > _sharpness(tgt))
 
 
 @metric("check_green_background")
