@@ -9,6 +9,7 @@ cd "$(dirname "$0")"
 APT_PACKAGES=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core python3-pyatspi gir1.2-atspi-2.0
   libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-math libreoffice-gtk3 python3-uno
   xterm x11-utils procps fonts-dejavu-core chromium socat vlc gimp thunderbird libatk-adaptor nautilus wmctrl desktop-file-utils
+  python3-pygame  # the Python projects OSWorld's tasks hand the agent (multi_apps/9219480b: a tetris game)
   ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev)  # the last line: VS Code (envs/install_code_server.sh)
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -40,6 +40,49 @@ AUTODOCSTRING = {
                   "expected": {"type": "rule", "rules": {"type": "contain", "expected": "njpwerner.autodocstring"}}}}
 
 
+DRIVE = "https://drive.usercontent.google.com/download?id={}&export=download&authuser=0&confirm=t"
+TETRIS_FILES = {"block.py": "1txPwaWML0e8cjpDW-nw5N6HOC6fYwfI1", "main.py": "1vJ2FEw7RNfRr0KBynHM36_nNAc4jTArl",
+                "settings.py": "1tYI8QZz-T-sNFRAMaYnzFv80upIveUT-", "tetris.py": "1UOJp5Y6JLmaXmZXHc_GkM3nMfKbS6Dyu",
+                "test_suite.py": "1eDEWLCswia1ihoh5kx5GGGDmFLt6GH_A"}
+TETRIS_DIR = "/home/user/Desktop/tetris"
+# OSWorld's multi_apps/9219480b-3aed-47fc-8bac-d2cffc5849f7.json, its URLs shortened; the files are ours
+TETRIS = {
+    "id": "9219480b-3aed-47fc-8bac-d2cffc5849f7", "snapshot": "vscode", "related_apps": ["vscode"],
+    "instruction": "Hi, I recently playing with developing a small python-based tetris game. While I have finished "
+                   "most of the part, something is wrong under some cases when I press up to rotate, the whole "
+                   "program will crash, please run the code for me and fix the bugs of code.",
+    "config": [{"type": "command", "parameters": {"command": ["mkdir", "-p", TETRIS_DIR]}},
+               {"type": "download", "parameters": {"files": [
+                   {"path": f"{TETRIS_DIR}/{name}", "url": DRIVE.format(TETRIS_FILES[name])}
+                   for name in ("block.py", "main.py", "settings.py", "tetris.py")]}},
+               {"type": "launch", "parameters": {"command": ["code", TETRIS_DIR]}}],
+    "evaluator": {"postconfig": [], "func": "check_python_file_by_test_suite",
+                  "result": {"type": "vm_file", "path": [f"{TETRIS_DIR}/{n}" for n in ("block.py", "main.py",
+                                                                                     "settings.py", "tetris.py")],
+                             "dest": ["block.py", "main.py", "settings.py", "tetris.py"], "multi": True},
+                  "expected": {"type": "cloud_file", "path": DRIVE.format(TETRIS_FILES["test_suite.py"]),
+                               "dest": "test_suite.py"}}}
+TETRIS_SOURCES = {
+    "settings.py": "COLUMNS, ROWS = 10, 20\n",
+    "block.py": "SHAPES = {'I': [(0, 0), (1, 0), (2, 0), (3, 0)], 'O': [(0, 0), (1, 0), (0, 1), (1, 1)]}\n",
+    "tetris.py": "import pygame\nfrom block import SHAPES\nfrom settings import COLUMNS\n\n\n"
+                 "def rotate(cells, column):\n"
+                 "    turned = [(-y, x) for x, y in cells]\n"
+                 "    left = min(x for x, _ in turned)\n"
+                 "    board = [None] * COLUMNS\n"
+                 "    for x, _ in turned:\n"
+                 "        board[column + x - left] = 'filled'  # crashes at the right wall\n"
+                 "    return [(x - left, y) for x, y in turned]\n",
+    "main.py": "import pygame\nimport tetris\n\npygame.init()\n",
+    "test_suite.py": "import pygame\nimport tetris\nfrom block import SHAPES\n\n\n"
+                     "def test():\n"
+                     "    pygame.init()\n"
+                     "    pygame.display.set_mode((100, 200))\n"
+                     "    for column in range(10):\n"
+                     "        tetris.rotate(SHAPES['I'], column)\n"
+                     "    return sorted(tetris.rotate(SHAPES['O'], 9)) == [(0, 0), (0, 1), (1, 0), (1, 1)]\n"}
+
+
 def vsix(publisher: str, name: str) -> bytes:
     """A minimal extension package (VS Code installs one from a file as from its marketplace)."""
     manifest = {"name": name, "publisher": publisher, "version": "1.0.0", "engines": {"vscode": "^1.80.0"}}
@@ -96,6 +139,22 @@ def test_an_extension_installed_from_the_terminal_scores_the_extension_task(env,
     assert terminated and reward == 1.0, info
     reward, info = play(env, AUTODOCSTRING, ["Agent.exit(True)"])
     assert reward == 0.0, info
+
+
+def test_the_tetris_task_runs_its_test_suite_on_the_agents_fix(env, server, tmp_path):
+    for name, source in TETRIS_SOURCES.items():
+        (tmp_path / name).write_text(source)
+    (tmp_path / "index.json").write_text(json.dumps({DRIVE.format(key): name for name, key in TETRIS_FILES.items()}))
+    server[0].slots[0].desktop.file_cache = tmp_path  # white box: the server's --cache
+    fix = "sed -i 's/column + x - left/min(column, COLUMNS - 4) + x - left/' ~/Desktop/tetris/tetris.py"
+    obs, _ = env.reset(options={"task": TETRIS})
+    assert any(w["title"].startswith("tetris - Visual Studio Code") for w in obs["windows"]), obs["windows"]
+    for code in ("Agent.open_app('terminal')", f"Agent.type(text={fix!r}, enter=True)", "Agent.wait()"):
+        act(env, code)
+    _, reward, terminated, _, info = env.step(response("Agent.exit(True)"))
+    assert terminated and reward == 1.0, info["score_detail"]
+    reward, info = play(env, TETRIS, ["Agent.exit(True)"])
+    assert reward == 0.0, info  # the rotation at the right wall still crashes
 
 
 def test_code_tools_open_compare_and_manage_extensions_in_a_real_vscode(env, server):

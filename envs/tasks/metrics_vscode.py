@@ -4,6 +4,7 @@ files (JSON; VS Code writes keybindings.json after a comment line) and its list 
 from __future__ import annotations
 
 import json
+import os
 
 from computerrl.envs.tasks.registry import metric
 
@@ -53,3 +54,59 @@ def is_extension_installed(actual, rules, **_) -> float:
         return 0.0
     found = rules["expected"] in actual
     return float(found if rules["type"] == "contain" else not found)
+
+
+# Loads the test file as OSWorld does (its folder the working directory and first on sys.path), calls its
+# test function and prints the score OSWorld makes of what it returns.
+TEST_SUITE_RUNNER = """
+import importlib.util, sys
+path, name = sys.argv[1], sys.argv[2]
+sys.path.insert(0, ".")
+def score():
+    spec = importlib.util.spec_from_file_location("test_suite_module", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    test = getattr(module, name, None)
+    if not callable(test):
+        return 0.0
+    result = test()
+    if isinstance(result, (bool, int, float)):
+        return max(0.0, min(1.0, float(result)))
+    return 1.0 if result else 0.0
+try:
+    verdict = score()
+except BaseException:
+    verdict = 0.0
+print("\\ncomputerrl-verdict", verdict)
+"""
+TEST_SUITE_TIMEOUT_S = 45.0
+
+
+@metric("check_python_file_by_test_suite")
+def check_python_file_by_test_suite(actual_files, test_file, **options) -> float:
+    """OSWorld's: the task's test file, beside the agent's files, has its test function (option
+    `test_function_name`, default "test") called; what it returns is the score (a bool, or a number
+    clamped to [0, 1]); any error is 0. The agent's code runs in a throwaway jail (envs/jail.py), never
+    here, with no display (pygame's dummy video and audio drivers). As in OSWorld the agent's modules
+    share the test's interpreter: code that rewrites the test from inside can pass it, and reach
+    nothing else."""
+    from computerrl.envs.jail import run_in_jail
+
+    files = [f for f in ([actual_files] if isinstance(actual_files, str) else actual_files or []) if f]
+    if not test_file or not all(os.path.isfile(f) for f in [*files, test_file]):
+        return 0.0
+    # OSWorld's getters fetch into one folder, and the test imports every file fetched, not only those
+    # the metric is given (a multi-file vm_file gives its first): the folders of both, the test's last.
+    folders = dict.fromkeys(os.path.dirname(f) for f in [*files, test_file])
+    beside = [os.path.join(d, n) for d in folders for n in sorted(os.listdir(d)) if n != os.path.basename(test_file)]
+    name = options.get("test_function_name", "test")
+    code, output = run_in_jail(["python3", "-I", "-c", TEST_SUITE_RUNNER, os.path.basename(test_file), name],
+                               [p for p in beside if os.path.isfile(p)] + [test_file], timeout_s=TEST_SUITE_TIMEOUT_S,
+                               env={"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"})
+    verdicts = [line.split()[-1] for line in output.splitlines() if line.startswith("computerrl-verdict ")]
+    try:
+        verdict = float(verdicts[-1]) if code == 0 and verdicts else 0.0
+    except ValueError:
+        return 0.0
+    return verdict if 0.0 <= verdict <= 1.0 else 0.0
