@@ -10,6 +10,7 @@ APT_PACKAGES=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core 
   libreoffice-calc libreoffice-writer libreoffice-impress libreoffice-math libreoffice-gtk3 python3-uno
   xterm x11-utils procps fonts-dejavu-core chromium socat vlc gimp thunderbird libatk-adaptor nautilus wmctrl desktop-file-utils
   python3-pygame  # the Python projects OSWorld's tasks hand the agent (multi_apps/9219480b: a tetris game)
+  libglib2.0-bin dconf-gsettings-backend dconf-service gsettings-desktop-schemas  # GNOME's settings: the wallpaper
   ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev)  # the last line: VS Code (envs/install_code_server.sh)
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

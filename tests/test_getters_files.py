@@ -309,3 +309,30 @@ def test_background_image_in_slide_finds_the_image_libreoffice_saved(task_env):
              "ImpressTools.save()", "Agent.exit(True)"]  # the first slide's: the second has none
     reward, info = play(task_env, BACKGROUND_TASK, wrong)
     assert reward == 0.0, info
+
+
+WALLPAPER_TASK = {  # OSWorld's multi_apps/c2751594's evaluator, with the image given rather than in an email
+    "id": "os-wallpaper", "snapshot": "os",
+    "instruction": "Set ~/Pictures/landscape.png as the desktop background.",
+    "config": [{"type": "download", "parameters": {"files": [
+        {"url": "https://example.org/landscape.png", "path": "/home/user/Pictures/landscape.png"},
+        {"url": "https://example.org/deck.pptx", "path": "/home/user/Pictures/not-an-image.png"}]}}],
+    "evaluator": {"func": "compare_images", "result": {"type": "vm_wallpaper", "dest": "background.png"},
+                  "expected": {"type": "cloud_file", "path": "https://example.org/landscape.png",
+                               "dest": "gold_background.png"}},
+}
+
+
+@pytest.mark.desktop
+def test_vm_wallpaper_gives_the_picture_gnomes_setting_names(task_env):
+    def set_wallpaper(name):
+        command = f"gsettings set org.gnome.desktop.background picture-uri file:///home/user/Pictures/{name}"
+        return ["Agent.open_app('terminal')", f"Agent.type(text={command!r}, enter=True)", "Agent.wait()",
+                "Agent.exit(True)"]
+
+    reward, info = play(task_env, WALLPAPER_TASK, set_wallpaper("landscape.png"))
+    assert reward == 1.0, info
+    reward, info = play(task_env, WALLPAPER_TASK, ["Agent.exit(True)"])  # GNOME's own wallpaper, or none
+    assert reward < 0.5, info
+    reward, info = play(task_env, WALLPAPER_TASK, set_wallpaper("not-an-image.png"))
+    assert reward == 0.0, info

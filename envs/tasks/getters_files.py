@@ -1,5 +1,5 @@
 """Getters that look into the desktop's folders and files, with the semantics of OSWorld's
-(`list_directory`, `vm_command_error`, `content_from_vm_file`, `audio_in_slide`,
+(`list_directory`, `vm_command_error`, `content_from_vm_file`, `audio_in_slide`, `vm_wallpaper`,
 `background_image_in_slide`).
 
 What they read was made by the agent, so it is read defensively. A folder is walked inside the
@@ -249,3 +249,28 @@ def _media(zf, target: str, folder: str) -> dict | None:
 
 
 PARSERS = {"last_row": _last_row, "slide_media": _slide_media_of}
+
+
+WALLPAPER_KEY = ["org.gnome.desktop.background", "picture-uri"]
+
+
+@getter("vm_wallpaper", dest=(_string, True))
+def vm_wallpaper(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str:
+    """The desktop's wallpaper as OSWorld's server finds it: the file GNOME's setting
+    org.gnome.desktop.background picture-uri names (`gsettings set …` in the agent's terminal, or any
+    program that sets GNOME's wallpaper, writes it to the desktop's dconf), its URI read as OSWorld reads
+    it (file:// and quotes dropped, nothing decoded), copied to `dest`; an empty file when there is none,
+    as OSWorld's getter leaves one."""
+    from computerrl.envs.sandbox import SandboxError
+
+    env = {k: v for k, v in desktop.env.items() if k != "DBUS_SESSION_BUS_ADDRESS"}  # dconf's file, not the agent's bus
+    try:
+        r = desktop.sandbox.run(["gsettings", "get", *WALLPAPER_KEY], env=env,
+                                timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
+        path = r.stdout.strip().replace("file://", "").replace("'", "") if r.returncode == 0 else ""
+    except SandboxError:
+        path = ""
+    data = desktop.sandbox.read(path, limit=FILE_LIMIT + 1) if path.startswith("/") else None
+    target = Path(tempfile.mkdtemp(dir=out)) / Path(spec["dest"]).name
+    target.write_bytes(data if data is not None and len(data) <= FILE_LIMIT else b"")
+    return str(target)
