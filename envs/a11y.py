@@ -274,10 +274,10 @@ class A11yReader:
         if self._sock is None:
             self._sock = connect_bus(self.bus_path, self.timeout_s)  # its timeout bounds sendall too
             self._buf.clear()
-            self._batch([("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello")])
+            self.batch([("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello")])
         return self._sock
 
-    def _batch(self, calls: list[tuple]) -> list:
+    def batch(self, calls: list[tuple]) -> list:
         """Pipelined calls (dest, path, iface, member[, sig, args]) -> bodies, None for errors."""
         if not calls:
             return []
@@ -302,11 +302,11 @@ class A11yReader:
         return out
 
     def _applications(self) -> list[AppInfo]:
-        found = self._batch([("org.a11y.atspi.Registry", ROOT, ACC, "GetChildren")])[0]
+        found = self.batch([("org.a11y.atspi.Registry", ROOT, ACC, "GetChildren")])[0]
         if found is None:
             raise A11yError("the AT-SPI registry did not list applications")
         buses, dbus = [b for b, _ in found[0]], ("org.freedesktop.DBus", "/org/freedesktop/DBus")
-        r = self._batch([c for b in buses for c in ((b, ROOT, PROPS, "Get", "ss", (ACC, "Name")),
+        r = self.batch([c for b in buses for c in ((b, ROOT, PROPS, "Get", "ss", (ACC, "Name")),
                                                     (*dbus, dbus[0], "GetConnectionUnixProcessID", "s", (b,)))])
         return [AppInfo(n[0][1] if n else "", b, p[0] if p else -1) for b, n, p in zip(buses, r[::2], r[1::2])]
 
@@ -321,7 +321,7 @@ class A11yReader:
 
     def _read(self, bus: str, max_lines: int, used: CellHint | None) -> list[RawNode]:
         objs, children, tables = {}, {}, set()
-        top = self._batch([(bus, ROOT, ACC, "GetChildren")])[0]
+        top = self.batch([(bus, ROOT, ACC, "GetChildren")])[0]
         self._describe(bus, objs, [p for _, p in top[0]] if top else [])
         active = [p for p in objs if objs[p].states & ACTIVE]  # other documents' frames are skipped
         wins = level = active + [p for p in objs if p not in active and not (active and objs[p].role == "frame")]
@@ -336,7 +336,7 @@ class A11yReader:
                 elif o.count > 0 and not (o.states & MANAGES and o.count > MAX_CHILDREN):
                     listing.append(p)
             new = []
-            for p, ks in zip(listing, self._batch([(bus, p, ACC, "GetChildren") for p in listing])):
+            for p, ks in zip(listing, self.batch([(bus, p, ACC, "GetChildren") for p in listing])):
                 children[p] = [c for _, c in ks[0][:MAX_CHILDREN]] if ks else []
                 new += [c for c in children[p] if c not in objs]
             self._describe(bus, objs, list(dict.fromkeys(new)))
@@ -348,7 +348,7 @@ class A11yReader:
                 order[p] = parent
                 stack += [(c, p) for c in reversed(children.get(p, ()))]
         texts = [p for p in order if TEXT in objs[p].ifaces and (not objs[p].name or objs[p].states & EDITABLE)]
-        r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in texts])
+        r = self.batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in texts])
         text, raw = {p: t[0] for p, t in zip(texts, r) if t and t[0] != objs[p].name}, []
         for p, parent in order.items():
             o = objs[p]
@@ -361,9 +361,9 @@ class A11yReader:
 
     def _describe(self, bus: str, objs: dict, paths: list[str]) -> None:
         """Add the showing objects among paths to objs: states first, then four calls for each."""
-        states = self._batch([(bus, p, ACC, "GetState") for p in paths])
+        states = self.batch([(bus, p, ACC, "GetState") for p in paths])
         shown = [(p, _bits(s[0])) for p, s in zip(paths, states) if s and _bits(s[0]) & SHOWN == SHOWN]
-        r = self._batch([c for p, _ in shown for c in (
+        r = self.batch([c for p, _ in shown for c in (
             (bus, p, ACC, "GetRoleName"), (bus, p, PROPS, "GetAll", "s", (ACC,)),
             (bus, p, COMP, "GetExtents", "u", (0,)), (bus, p, ACC, "GetInterfaces"))])
         for (p, bits), role, props, box, ifaces in zip(shown, r[::4], r[1::4], r[2::4], r[3::4]):
@@ -378,10 +378,10 @@ class A11yReader:
         x, y, w, h = box
         if self.max_cells <= 0:
             return []
-        corners = self._batch([(bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + 1, y + 1, 0)),
+        corners = self.batch([(bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + 1, y + 1, 0)),
                                (bus, table, COMP, "GetAccessibleAtPoint", "iiu", (x + w - 2, y + h - 2, 0))])
-        index = self._batch([(bus, c[0][1], ACC, "GetIndexInParent") for c in corners if c])
-        rc = self._batch([(bus, table, TABLE, m, "i", i) for i in index if i
+        index = self.batch([(bus, c[0][1], ACC, "GetIndexInParent") for c in corners if c])
+        rc = self.batch([(bus, table, TABLE, m, "i", i) for i in index if i
                           for m in ("GetRowAtIndex", "GetColumnAtIndex")])
         if len(rc) != 4 or None in rc:
             return []
@@ -398,16 +398,16 @@ class A11yReader:
             if retry or len(cache) > 50_000:
                 cache.clear()
             todo = [rc for rc in grid if (bus, table, rc) not in cache]
-            refs = self._batch([(bus, table, TABLE, "GetAccessibleAt", "ii", rc) for rc in todo])
+            refs = self.batch([(bus, table, TABLE, "GetAccessibleAt", "ii", rc) for rc in todo])
             cache.update({(bus, table, rc): ref[0][1] for rc, ref in zip(todo, refs) if ref})
             paths = [cache[bus, table, rc] for rc in grid if (bus, table, rc) in cache]
-            r = self._batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in paths]
+            r = self.batch([(bus, p, TEXT, "GetText", "ii", (0, -1)) for p in paths]
                             + [(bus, p, ACC, "GetState") for p in paths])
             if None not in r[len(paths):] or retry:  # GetState fails only on dead objects
                 break
         focused = {p for p, s in zip(paths, r[len(paths):]) if s and _bits(s[0]) & FOCUSED}
         keep = [(p, t[0] if t else "") for p, t in zip(paths, r) if (t and t[0].strip()) or p in focused][:budget]
-        r = self._batch([(bus, p, COMP, "GetExtents", "u", (0,)) for p, _ in keep]
+        r = self.batch([(bus, p, COMP, "GetExtents", "u", (0,)) for p, _ in keep]
                         + [(bus, p, PROPS, "Get", "ss", (ACC, "Name")) for p, _ in keep])
         return [RawNode(p, table, "table cell", n[0][1] if n else "", t,
                         frozenset({"focused"} if p in focused else ()), e[0] if e else None)

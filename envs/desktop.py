@@ -470,6 +470,14 @@ class Desktop:
         except A11yError as e:  # an app busy past the deadline gives an empty tree, not a dead step
             return f"(accessibility tree unavailable: {e})"
 
+    def a11y_xml(self) -> str:
+        """The whole desktop's accessibility tree as OSWorld's XML (envs/a11y_xml.py), for evaluators."""
+        from computerrl.envs.a11y_xml import osworld_tree
+
+        if self._a11y is None and not self._a11y_up():
+            raise A11yError("the desktop's accessibility bus does not answer")
+        return osworld_tree(self._a11y)
+
     def wait_for_window(self, predicate, timeout_s: float = 10.0) -> Window | None:
         """Poll the window list until a window matches (apps map their windows asynchronously)."""
         deadline = time.monotonic() + timeout_s

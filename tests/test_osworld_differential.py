@@ -117,6 +117,24 @@ def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
     add("exact_match", "text", "uint32 0\n", {"expected": "uint32 0\n"})
     add("check_include_exclude", "both", "Done: filters-vignette", {"include": ["vignette"], "exclude": ["error"]})
 
+    # The accessibility tree (OSWorld's XML, as the accessibility_tree getter gives it)
+    ns = 'xmlns:st="https://accessibility.ubuntu.example.org/ns/state" ' \
+         'xmlns:attr="https://accessibility.ubuntu.example.org/ns/attributes"'
+    tree = (f'<desktop-frame {ns}><application name="Thunderbird"><frame name="Home">'
+            '<page-tab-list name="" attr:id="tabmail-tabs"><page-tab name="About Profiles" st:selected="true"/>'
+            '</page-tab-list><label name="l">Welcome back</label></frame></application>'
+            '<application name="soffice"><document-frame name="Slides View"/></application></desktop-frame>')
+    profiles = 'application[name=Thunderbird] page-tab-list[attr|id="tabmail-tabs"]>page-tab[name="About Profiles"]'
+    for name, rules in (("selector", [{"selectors": [profiles]}]),
+                        ("selector missing", [{"selectors": [profiles.replace("Profiles", "Config")]}]),
+                        ("xpath state", [{"xpath": "//page-tab[@st:selected='true']"}]),
+                        ("exact text", [{"xpath": "//label", "text": "Welcome back", "exact": True}]),
+                        ("fuzzy text", [{"xpath": "//label", "text": "Welcome", "exact": False}]),
+                        ("no text", [{"xpath": "//page-tab", "text": "About", "exact": False}])):
+        add("check_accessibility_tree", name, tree, rules)
+    add("check_left_panel", "open", tree)
+    add("check_left_panel", "closed", tree.replace("Slides View", "Outline View"))
+
     # General files
     (tmp / "x.json").write_text(json.dumps({"a": {"b": ["smart", 1]}, "c": "folderTree smart"}))
     add("check_json", "expect", str(tmp / "x.json"), {"expect": [{"key": ["c"], "method": "re", "ref": r"\bsmart\b"}]})

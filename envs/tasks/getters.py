@@ -140,6 +140,19 @@ def vm_terminal_output(desktop: "Desktop", spec: dict, out: Path, budget: Budget
     return desktop.terminal_output()
 
 
+@getter("accessibility_tree")
+def accessibility_tree(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+    """The whole desktop's accessibility tree as OSWorld's XML (envs/a11y_xml.py); None when the bus
+    fails (an application that hangs it), which the metrics score 0."""
+    from computerrl.envs.a11y import A11yError
+
+    try:
+        return desktop.a11y_xml()
+    except A11yError as e:
+        desktop.setup_notes.append(f"accessibility_tree: {e}")
+        return None
+
+
 def fetch(desktop: "Desktop", spec: dict | None, out: Path, budget: Budget) -> Any:
     if spec is None:
         return None

@@ -14,10 +14,11 @@
 | metrics_apps | GIMP's, Thunderbird's, OSWorld's general file metrics (check_json, check_csv, …) |
 | metrics_docs_format | Writer's and Impress's formatting and settings (compare_line_spacing, check_tabstops, …) |
 | metrics_vscode | VS Code's settings, keybindings and extensions |
+| metrics_a11y | the desktop's accessibility tree (check_accessibility_tree, check_left_panel) |
 | metrics_files | whole files: archives (compare_archive, …), HTML, EPUB, images in PDFs and .docx, MP3 tags |
 """
 
-from computerrl.envs.tasks import (metrics_apps, metrics_basic, metrics_chrome, metrics_docs,  # noqa: F401
+from computerrl.envs.tasks import (metrics_a11y, metrics_apps, metrics_basic, metrics_chrome, metrics_docs,  # noqa: F401
                                   metrics_docs_format, metrics_files, metrics_media, metrics_office_world,
                                   metrics_table, metrics_table_objects, metrics_table_styles, metrics_vlc,
                                   metrics_vscode)
