@@ -184,6 +184,9 @@ def test_a_getter_whose_parameters_cannot_work_is_named_among_the_needs(tmp_path
     ({"func": "", "result": {}, "expected": {}}, "no evaluator (its func is empty)"),
     ("evaluation_dir", 'no evaluator (it is "evaluation_dir", not an object)'),
     (None, "no evaluator (it is missing)"),
+    ({"func": ["exact_match", "exact_match"], "conj": "or",  # OSWorld's chrome/b070486d as it is upstream
+      "result": [{"type": "rule", "rules": "a"}] * 3, "expected": [{"type": "rule", "rules": {"expected": "a"}}] * 3},
+     "no evaluator (OSWorld's loader refuses it: 2 metrics, 3 result getters)"),
 ])
 def test_a_task_without_an_evaluator_loads_and_says_so(tmp_path, evaluator, why):
     data = {k: v for k, v in CALC_TASK.items() if k != "evaluator"}

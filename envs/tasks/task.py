@@ -121,6 +121,10 @@ def parse_task(data: Any, where: str = "<task>") -> Task:
     ev = data.get("evaluator")
     no_evaluator = ("it is missing" if ev is None else f"it is {json.dumps(ev)[:40]}, not an object"
                     if not isinstance(ev, dict) else "its func is empty" if ev.get("func") in ("", []) else "")
+    if not no_evaluator and isinstance(ev.get("func"), list):  # OSWorld asserts one getter per metric
+        counts = {key: len(ev[key]) for key in ("result", "expected") if isinstance(ev.get(key), list)}
+        no_evaluator = next((f"OSWorld's loader refuses it: {len(ev['func'])} metrics, {k} {key} getters"
+                             for key, k in counts.items() if k != len(ev["func"])), "")
     if no_evaluator:  # as OSWorld loads such a file: a task that cannot be scored
         ev = {"func": [], "postconfig": ev.get("postconfig", []) if isinstance(ev, dict) else []}
     func = ev.get("func")
