@@ -103,6 +103,36 @@ def test_runs_subscript_italics_and_colours(tmp_path):
     assert m("evaluate_colored_words_in_tables", wrong, right) == 0.0
 
 
+def test_font_names_strike_through_and_pdf_pages(tmp_path):
+    def runs(path, font=None, strike_last=False):
+        doc = docx.Document()
+        for i, t in enumerate(TEXT):
+            run = doc.add_paragraph().add_run(t)
+            run.font.name, run.font.strike = font, strike_last and i == len(TEXT) - 1
+        doc.save(path)
+        return str(path)
+
+    rule = {"font_name": "Liberation Serif"}
+    assert m("compare_font_names", runs(tmp_path / "a.docx", "Liberation Serif"), rule) == 1.0
+    assert m("compare_font_names", runs(tmp_path / "b.docx", "DejaVu Sans"), rule) == 0.0
+    assert m("compare_font_names", runs(tmp_path / "c.docx"), rule) == 0.0  # the style's font is no direct one
+    gold = writer(tmp_path / "gold.docx")
+    assert m("evaluate_strike_through_last_paragraph", runs(tmp_path / "d.docx", strike_last=True), gold) == 1.0
+    assert m("evaluate_strike_through_last_paragraph", runs(tmp_path / "e.docx"), gold) == 0.0
+    assert m("evaluate_strike_through_last_paragraph", writer(tmp_path / "f.docx", ["Other"]), gold) == 0.0
+    import fitz
+
+    pdf = fitz.open()
+    for _ in range(3):
+        pdf.new_page()
+    pdf.save(tmp_path / "three.pdf")
+    assert m("check_pdf_pages", str(tmp_path / "three.pdf"), {"relation": "eq", "ref_value": 3}) == 1.0
+    assert m("check_pdf_pages", str(tmp_path / "three.pdf"), {"relation": "lt", "ref_value": 3}) == 0.0
+    assert m("check_pdf_pages", gold, {"relation": "eq", "ref_value": 1}) == 0.0  # no PDF
+    with pytest.raises(ValueError, match="not a comparison"):
+        m("check_pdf_pages", str(tmp_path / "three.pdf"), {"relation": "__class__", "ref_value": 3})
+
+
 def test_tab_stops_score_by_distance(tmp_path):
     def tabbed(position):
         def make(doc):

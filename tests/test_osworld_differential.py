@@ -240,12 +240,14 @@ def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
                 rules=[{"type": "style", "sheet_idx0": 0, "sheet_idx1": "EI0", "props": props}])
 
     # Writer
-    def writer(name, texts, spacing=None, center=False, subscript=False, italic_size=None, footer=None, breaks=0):
+    def writer(name, texts, spacing=None, center=False, subscript=False, italic_size=None, footer=None, breaks=0,
+               font=None, strike=()):
         d = docx.Document()
         for i, t in enumerate(texts):
             p = d.add_paragraph()
             run = p.add_run(t)
             run.font.subscript = subscript or None
+            run.font.name, run.font.strike = font, i in strike or None
             if italic_size:
                 run.italic, run.font.size = True, docx.shared.Pt(italic_size)
             if spacing:
@@ -267,6 +269,12 @@ def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
         add("compare_docx_files", name, result, gold_doc)
         add("compare_docx_lines", name, result, gold_doc)
     add("compare_docx_files", "fuzzy", writer("f.docx", ["Alpha lines", "Beta line"]), gold_doc, fuzzy_match=True)
+    for name, result in (("all", writer("fn1.docx", text, font="Liberation Serif")),
+                         ("other", writer("fn2.docx", text, font="DejaVu Sans")), ("inherited", writer("fn3.docx", text))):
+        add("compare_font_names", name, result, {"font_name": "Liberation Serif"})
+    for name, result in (("struck", writer("st1.docx", text, strike=(1,))), ("first", writer("st2.docx", text, strike=(0,))),
+                         ("text", writer("st3.docx", ["Alpha", "Beta line"], strike=(1,)))):
+        add("evaluate_strike_through_last_paragraph", name, result, writer("st0.docx", text))
     add("compare_subscript_contains", "sub", writer("sub1.docx", text, subscript=True), writer("sub2.docx", text, subscript=True))
     add("compare_subscript_contains", "none", writer("sub3.docx", text), writer("sub4.docx", text, subscript=True))
     add("is_first_line_centered", "centered", writer("c1.docx", text, center=True))

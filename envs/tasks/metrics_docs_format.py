@@ -105,6 +105,25 @@ def compare_subscript_contains(docx_file1, docx_file2, **_) -> float:
                      for r1, r2 in zip(p1.runs, p2.runs)))
 
 
+@metric("compare_font_names")
+def compare_font_names(docx_file, rules, **_) -> float:
+    """Every run of every body paragraph names `rules["font_name"]` directly (a run that inherits its
+    font from a style names none, and fails, as in OSWorld)."""
+    doc = _doc(docx_file)
+    if doc is None:
+        return 0.0
+    return float(all(run.font.name == rules["font_name"] for p in doc.paragraphs for run in p.runs))
+
+
+@metric("evaluate_strike_through_last_paragraph")
+def evaluate_strike_through_last_paragraph(file_path1, file_path2, **_) -> float:
+    """The text is the gold's (the gate), and every run of the last paragraph is struck through."""
+    docs = _gated(file_path1, file_path2)
+    if docs is None:
+        return 0.0
+    return float(all(run.font.strike for run in docs[0].paragraphs[-1].runs))
+
+
 @metric("has_page_numbers_in_footers")
 def has_page_numbers_in_footers(docx_file, *_, **__) -> float:
     """Every section's footer shows a digit in its first paragraph (a page number's shown value)."""

@@ -1,6 +1,6 @@
 """Image and PDF metrics with the semantics of OSWorld's: `compare_images` (structural similarity, as
 scikit-image computes it) and `compare_pdfs` (the text of every page, as PyMuPDF extracts it, by
-fuzzy ratio). Both give partial credit, as OSWorld's do.
+fuzzy ratio), both with partial credit as OSWorld's give; `check_pdf_pages` (a PDF's page count).
 """
 
 from __future__ import annotations
@@ -30,6 +30,26 @@ def compare_images(image1, image2, **options) -> float:
     if base is None:
         return similarity
     return (similarity - base) / (1 - base) if similarity >= base + SSIM_MARGIN else 0.0
+
+
+@metric("check_pdf_pages")
+def check_pdf_pages(pdf_file, rules, **_) -> float:
+    """The PDF's page count compared with `rules["ref_value"]` by `rules["relation"]` (an `operator`
+    name: eq, ge, lt, …). A file that is no PDF scores 0, where OSWorld's raises."""
+    import operator
+
+    import fitz
+
+    if rules["relation"] not in ("eq", "ne", "lt", "le", "gt", "ge"):
+        raise ValueError(f"check_pdf_pages: relation {rules['relation']!r} is not a comparison")
+    if not pdf_file:
+        return 0.0
+    try:
+        with fitz.open(pdf_file) as pdf:
+            pages = pdf.page_count if pdf.is_pdf else None
+    except Exception:  # noqa: BLE001 - not a PDF
+        return 0.0
+    return 0.0 if pages is None else float(getattr(operator, rules["relation"])(pages, rules["ref_value"]))
 
 
 def pdf_text(path) -> str:
