@@ -28,6 +28,7 @@ APPS = {  # app -> the setup steps that open it, as OSWorld's tasks do
     "gimp": [{"type": "launch", "parameters": {"command": ["gimp"]}}],
     "thunderbird": [{"type": "launch", "parameters": {"command": ["/usr/bin/thunderbird"]}}],
     "nautilus": [{"type": "launch", "parameters": {"command": ["nautilus", "/home/user"]}}],
+    "code": [{"type": "launch", "parameters": {"command": ["code"]}}],  # VS Code: code-server in Chromium
 }
 
 

@@ -263,6 +263,12 @@ class A11yReader:
         `used` (from the application itself, e.g. over UNO) limits the cells read to the used area."""
         return self._guard(self._tree, pid, max_lines, used)
 
+    def osworld_xml(self) -> str:
+        """The whole desktop's tree as OSWorld's XML (envs/a11y_xml.py)."""
+        from computerrl.envs.a11y_xml import osworld_tree
+
+        return self._guard(osworld_tree, self)
+
     def _guard(self, fn, *args):
         try:
             return fn(*args)

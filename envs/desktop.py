@@ -472,11 +472,9 @@ class Desktop:
 
     def a11y_xml(self) -> str:
         """The whole desktop's accessibility tree as OSWorld's XML (envs/a11y_xml.py), for evaluators."""
-        from computerrl.envs.a11y_xml import osworld_tree
-
         if self._a11y is None and not self._a11y_up():
             raise A11yError("the desktop's accessibility bus does not answer")
-        return osworld_tree(self._a11y)
+        return self._a11y.osworld_xml()
 
     def wait_for_window(self, predicate, timeout_s: float = 10.0) -> Window | None:
         """Poll the window list until a window matches (apps map their windows asynchronously)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import sqlite3
 import sys
 import types
@@ -51,6 +52,9 @@ def osworld():
         stub = types.ModuleType(name)
         stub.__getattr__ = lambda attr: None
         sys.modules[name] = stub
+    # Some of OSWorld's log calls have format strings that do not fit their arguments. Its runs print the
+    # error and go on; pytest's capture handler re-raises it unless told not to, turning a verdict into a raise.
+    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False
     for package, path in (("desktop_env", OSWORLD), ("desktop_env.evaluators", OSWORLD / "evaluators"),
                           ("desktop_env.evaluators.metrics", OSWORLD / "evaluators" / "metrics")):
         module = types.ModuleType(package)
@@ -61,6 +65,7 @@ def osworld():
         module = importlib.import_module(f"desktop_env.evaluators.metrics.{name}")
         funcs.update({k: v for k, v in vars(module).items() if callable(v) and not k.startswith("_")})
     yield funcs
+    logging.raiseExceptions = raise_exceptions
     for name, module in saved.items():
         if module is None:
             sys.modules.pop(name, None)
