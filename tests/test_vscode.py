@@ -83,12 +83,16 @@ TETRIS_SOURCES = {
                      "    return sorted(tetris.rotate(SHAPES['O'], 9)) == [(0, 0), (0, 1), (1, 0), (1, 1)]\n"}
 
 
-def vsix(publisher: str, name: str) -> bytes:
-    """A minimal extension package (VS Code installs one from a file as from its marketplace)."""
-    manifest = {"name": name, "publisher": publisher, "version": "1.0.0", "engines": {"vscode": "^1.80.0"}}
+def vsix(publisher: str, name: str, main: str = "", **manifest) -> bytes:
+    """A minimal extension package (VS Code installs one from a file as from its marketplace); `main`, the
+    JavaScript of its extension.js, with `manifest`'s keys (contributes, activationEvents) in its package.json."""
+    manifest = {"name": name, "publisher": publisher, "version": "1.0.0", "engines": {"vscode": "^1.80.0"},
+                **({"main": "./extension.js"} if main else {}), **manifest}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         z.writestr("extension/package.json", json.dumps(manifest))
+        if main:
+            z.writestr("extension/extension.js", main)
         z.writestr("[Content_Types].xml", '<?xml version="1.0" encoding="utf-8"?><Types xmlns="http://schemas.'
                    'openxmlformats.org/package/2006/content-types"><Default Extension=".json" '
                    'ContentType="application/json"/></Types>')
@@ -99,6 +103,39 @@ def vsix(publisher: str, name: str) -> bytes:
                    f'</Installation><Assets><Asset Type="Microsoft.VisualStudio.Code.Manifest" '
                    f'Path="extension/package.json" Addressable="true"/></Assets></PackageManifest>')
     return buf.getvalue()
+
+
+HF = "https://hf-mirror.com/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/vs_code/"
+OPEN_PROJECT = {  # OSWorld's vs_code/53ad5833-3455-407b-bbc6-45b4c79ab8fb.json (of its current set), as it is
+    "id": "53ad5833-3455-407b-bbc6-45b4c79ab8fb", "snapshot": "vscode", "related_apps": ["vscode"],
+    "instruction": "Please help me use VS Code to open the \"project\" in the \"user\" folder under \"home\".",
+    "config": [
+        {"type": "download", "parameters": {"files": [{
+            "url": HF + "53ad5833-3455-407b-bbc6-45b4c79ab8fb/vscodeEvalExtension.zip",
+            "path": "/home/user/Downloads/vscodeEvalExtension.zip"}]}},
+        {"type": "execute", "parameters": {"command": [
+            "/bin/bash", "-c", "cd /home/user/Downloads && unzip -q vscodeEvalExtension.zip && code --install-extension "
+            "vscodeEvalExtension/eval-0.0.1.vsix && rm -rf vscodeEvalExtension vscodeEvalExtension.zip"]}},
+        {"type": "launch", "parameters": {"command": ["code"]}},
+        {"type": "command", "parameters": {"command": ["mkdir", "-p", "/home/user/project/.vscode"]}},
+        {"type": "download", "parameters": {"files": [
+            {"url": HF + "5e2d93d8-8ad0-4435-b150-1692aacaa994/main.py", "path": "/home/user/project/main.py"},
+            {"url": HF + "53ad5833-3455-407b-bbc6-45b4c79ab8fb/README.md", "path": "/home/user/project/README.md"},
+            {"url": HF + "53ad5833-3455-407b-bbc6-45b4c79ab8fb/settings.json",
+             "path": "/home/user/project/.vscode/settings.json"}]}},
+        {"type": "activate_window", "parameters": {"window_name": "Visual Studio Code"}}],
+    "evaluator": {"postconfig": [{"type": "activate_window", "parameters": {"window_name": "Visual Studio Code"}}],
+                  "func": "compare_config", "expected": {"type": "rule", "rules": {"expected": "project"}},
+                  "result": {"type": "vscode_config", "vscode_extension_command": "OpenProject",
+                             "path": "/home/user/OpenProject.txt", "dest": "OpenProject.txt"}}}
+# Our stand-in for the task's evaluation extension: its command OpenProject writes the open folder's name
+EVAL_EXTENSION = """
+const vscode = require("vscode"), fs = require("fs"), os = require("os"), path = require("path");
+exports.activate = (context) => context.subscriptions.push(vscode.commands.registerCommand("eval.openProject", () => {
+  const folders = vscode.workspace.workspaceFolders || [];
+  fs.writeFileSync(path.join(os.homedir(), "OpenProject.txt"), folders.length ? path.basename(folders[0].uri.fsPath) : "");
+}));
+"""
 
 
 def test_vscode_opens_as_tasks_open_it_shows_its_tree_and_is_gone_after_reset(env, server):
@@ -155,6 +192,37 @@ def test_the_tetris_task_runs_its_test_suite_on_the_agents_fix(env, server, tmp_
     assert terminated and reward == 1.0, info["score_detail"]
     reward, info = play(env, TETRIS, ["Agent.exit(True)"])
     assert reward == 0.0, info  # the rotation at the right wall still crashes
+
+
+def test_the_open_project_task_asks_vscode_through_its_evaluation_extension(env, server, tmp_path):
+    extension = vsix("eval", "eval", EVAL_EXTENSION, activationEvents=["onCommand:eval.openProject"],
+                     contributes={"commands": [{"command": "eval.openProject", "title": "OpenProject"}]})
+    with zipfile.ZipFile(tmp_path / "vscodeEvalExtension.zip", "w") as z:
+        z.writestr("vscodeEvalExtension/eval-0.0.1.vsix", extension)
+    for name, text in (("main.py", "print('hi')\n"), ("README.md", "# project\n"), ("settings.json", "{}\n")):
+        (tmp_path / name).write_text(text)
+    index = {HF + "53ad5833-3455-407b-bbc6-45b4c79ab8fb/vscodeEvalExtension.zip": "vscodeEvalExtension.zip",
+             HF + "5e2d93d8-8ad0-4435-b150-1692aacaa994/main.py": "main.py",
+             HF + "53ad5833-3455-407b-bbc6-45b4c79ab8fb/README.md": "README.md",
+             HF + "53ad5833-3455-407b-bbc6-45b4c79ab8fb/settings.json": "settings.json"}
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    server[0].slots[0].desktop.file_cache = tmp_path  # white box: the server's --cache
+    reward, info = play(env, OPEN_PROJECT, ["Agent.open_app('terminal')",
+                                            "Agent.type(text='code -r ~/project', enter=True)"]
+                        + ["Agent.wait()"] * 3 + ["Agent.exit(True)"])
+    assert reward == 1.0, info["score_detail"]
+    reward, info = play(env, OPEN_PROJECT, ["Agent.exit(True)"])  # VS Code open on no folder
+    assert reward == 0.0, info["score_detail"]
+    # `code FOLDER` with a window open opens another window, as VS Code's command line does
+    env.reset(options={"task": OPEN_PROJECT})
+    for code in ("Agent.open_app('terminal')", "Agent.type(text='code ~/project', enter=True)"):
+        act(env, code)
+    for _ in range(20):
+        obs, _ = act(env, "Agent.wait()")
+        if any(w["title"] == "project - Visual Studio Code" for w in obs["windows"]):
+            break
+    titles = [w["title"] for w in obs["windows"]]
+    assert "project - Visual Studio Code" in titles and "Visual Studio Code" in titles, titles
 
 
 def test_code_tools_open_compare_and_manage_extensions_in_a_real_vscode(env, server):

@@ -1,5 +1,5 @@
 """Getters that look into the desktop's folders and files, with the semantics of OSWorld's
-(`list_directory`, `vm_command_error`, `content_from_vm_file`, `audio_in_slide`, `vm_wallpaper`,
+(`list_directory`, `vm_command_error`, `content_from_vm_file`, `audio_in_slide`, `vm_wallpaper`, `vscode_config`,
 `background_image_in_slide`).
 
 What they read was made by the agent, so it is read defensively. A folder is walked inside the
@@ -274,3 +274,25 @@ def vm_wallpaper(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> s
     target = Path(tempfile.mkdtemp(dir=out)) / Path(spec["dest"]).name
     target.write_bytes(data if data is not None and len(data) <= FILE_LIMIT else b"")
     return str(target)
+
+
+PALETTE_S = 0.5  # for VS Code's command palette to open, and for a command to start, before the next key
+
+
+@getter("vscode_config", vscode_extension_command=(_string, True), path=(_string, True), dest=(_string, True))
+def vscode_config(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
+    """OSWorld's: run a VS Code command from the command palette (ctrl+shift+p, its name, Enter) in the
+    focused window, then read the file it writes. The tasks install an evaluation extension whose
+    command writes what it finds (the open folder's name); the keys are the evaluator's, typed on the
+    desktop's screen as OSWorld's replay types them."""
+    import time
+
+    from computerrl.envs.tasks.setup import _xdotool
+
+    _xdotool(desktop, "key", "--clearmodifiers", "ctrl+shift+p")
+    time.sleep(PALETTE_S)
+    _xdotool(desktop, "type", "--clearmodifiers", "--delay", "10", "--", spec["vscode_extension_command"])
+    time.sleep(PALETTE_S)
+    _xdotool(desktop, "key", "--clearmodifiers", "Return")
+    time.sleep(1.0)
+    return vm_file(desktop, {"path": spec["path"], "dest": spec["dest"]}, out, budget)
