@@ -87,6 +87,14 @@ def env(server):
     e.close()
 
 
+@pytest.fixture
+def task_env(server, cache):
+    """A DesktopEnv whose desktop downloads from `cache`, the test module's own fixture: a folder whose
+    index.json maps the URLs its tasks name to files in it (nothing is downloaded)."""
+    server[0].slots[0].desktop.file_cache = cache  # white box: the server's --cache
+    return DesktopEnv(server[1], 0, max_steps=30)
+
+
 def play(env: DesktopEnv, task: dict, codes: list[str]) -> tuple[float, dict]:
     """One episode of `task` with these actions (every one valid and nothing lost), to its end: (reward, info)."""
     env.reset(options={"task": task})

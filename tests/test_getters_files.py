@@ -18,7 +18,6 @@ from lxml import etree
 from PIL import Image
 
 from conftest import play
-from computerrl.envs.client import DesktopEnv
 from computerrl.envs.tasks.getters import fetch
 from computerrl.envs.tasks.setup import Budget
 from computerrl.envs.tasks.task import parse_task
@@ -187,12 +186,6 @@ def cache(tmp_path_factory):
         "https://example.org/deck.pptx": "deck.pptx", "https://example.org/landscape.png": "landscape.png",
         "https://example.org/researchers.xlsx": "researchers.xlsx"}))
     return root
-
-
-@pytest.fixture
-def task_env(server, cache):
-    server[0].slots[0].desktop.file_cache = cache  # white box: the server's --cache
-    return DesktopEnv(server[1], 0, max_steps=30)
 
 
 PHOTOS_TASK = {  # as OSWorld's os/23393935 (copy the .jpg files of photos/ into cpjpg/), scored on the tree

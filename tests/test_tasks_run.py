@@ -10,7 +10,7 @@ import pptx
 import pytest
 
 from conftest import play
-from computerrl.envs.client import DesktopEnv, EnvError
+from computerrl.envs.client import EnvError
 from computerrl.envs.scripted import response
 
 pytestmark = pytest.mark.desktop
@@ -55,12 +55,6 @@ def cache(tmp_path_factory):
         "https://example.org/hello-gold.txt": "hello-gold.txt", "https://example.org/deck.pptx": "deck.pptx",
         "https://example.org/deck-gold.pptx": "deck-gold.pptx"}))
     return root
-
-
-@pytest.fixture
-def task_env(server, cache):
-    server[0].slots[0].desktop.file_cache = cache  # white box: the server's --cache
-    return DesktopEnv(server[1], 0, max_steps=30)
 
 
 OS_TASK = {

@@ -260,17 +260,19 @@ def _freeze(r, result, expected) -> bool:
     return None not in sheets and _freeze_key(sheets[0]) == _freeze_key(sheets[1])
 
 
-def _same_dims(obj: str):
+def same_on_both_sides(load, props_key: str | None = None):
+    """A rule that holds when `load(book, sheet[, the rule's props_key list])` reads the same from the
+    two sheets it names (sheet_idx0, sheet_idx1)."""
     def rule(r, result, expected) -> bool:
-        props = r.get("props", [])
+        props = [r.get(props_key, [])] if props_key else []
         (b1, n1), (b2, n2) = _sheets(r, result, expected)
-        return _dims(b1, n1, obj, props) == _dims(b2, n2, obj, props)
+        return load(b1, n1, *props) == load(b2, n2, *props)
 
     return rule
 
 
-table_rule("row_props")(_same_dims("row"))
-table_rule("col_props")(_same_dims("column"))
+table_rule("row_props")(same_on_both_sides(lambda book, name, props: _dims(book, name, "row", props), "props"))
+table_rule("col_props")(same_on_both_sides(lambda book, name, props: _dims(book, name, "column", props), "props"))
 
 
 @metric("compare_table")

@@ -21,7 +21,7 @@ import os
 
 from openpyxl.utils.cell import coordinate_to_tuple
 
-from computerrl.envs.tasks.metrics_table import _sheet, _sheets, match_value_to_rule, table_rule
+from computerrl.envs.tasks.metrics_table import _sheet, _sheets, match_value_to_rule, same_on_both_sides, table_rule
 
 CSV_ENCODINGS = ("utf-8", "utf-8-sig", "latin-1")  # latin-1 reads any bytes: OSWorld's later ones never run
 
@@ -66,11 +66,7 @@ def load_charts(book, name, props: list[str]) -> dict:
     return charts
 
 
-@table_rule("chart")
-def _chart(r, result, expected) -> bool:
-    (b1, n1), (b2, n2) = _sheets(r, result, expected)
-    props = r.get("chart_props", [])
-    return load_charts(b1, n1, props) == load_charts(b2, n2, props)
+table_rule("chart")(same_on_both_sides(load_charts, "chart_props"))
 
 
 def load_pivots(book, name, props: list[str]) -> dict:
@@ -108,11 +104,7 @@ def load_pivots(book, name, props: list[str]) -> dict:
     return pivots
 
 
-@table_rule("pivot_table")
-def _pivot_table(r, result, expected) -> bool:
-    (b1, n1), (b2, n2) = _sheets(r, result, expected)
-    props = r.get("pivot_props", [])
-    return load_pivots(b1, n1, props) == load_pivots(b2, n2, props)
+table_rule("pivot_table")(same_on_both_sides(load_pivots, "pivot_props"))
 
 
 def load_filters(book, name) -> dict:
@@ -140,10 +132,7 @@ def load_filters(book, name) -> dict:
     return out
 
 
-@table_rule("filter")
-def _filter(r, result, expected) -> bool:
-    (b1, n1), (b2, n2) = _sheets(r, result, expected)
-    return load_filters(b1, n1) == load_filters(b2, n2)
+table_rule("filter")(same_on_both_sides(load_filters))
 
 
 @table_rule("data_validation")

@@ -26,7 +26,7 @@ import re
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.cell_range import CellRange
 
-from computerrl.envs.tasks.metrics_table import _sheets, cell_style, table_rule
+from computerrl.envs.tasks.metrics_table import cell_style, same_on_both_sides, table_rule
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,4 @@ def load_styles(book, name: str, props: list[str]) -> dict[str, list]:
     return styles
 
 
-@table_rule("style")
-def _style(r, result, expected) -> bool:
-    (b1, n1), (b2, n2) = _sheets(r, result, expected)
-    props = r.get("props", [])
-    return load_styles(b1, n1, props) == load_styles(b2, n2, props)
+table_rule("style")(same_on_both_sides(load_styles, "props"))
