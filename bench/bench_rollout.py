@@ -1,19 +1,24 @@
-"""Rollout benchmark: the embedded model acting in real desktops on this machine.
+"""Rollout benchmark: the embedded model acting in real desktops on this machine, the engine as it
+was (the baseline: transformers in float32, its KV cache growing every token) against the CPU
+demo's (the engine as rollout opens it: here transformers in bfloat16, which this CPU computes
+natively, decoding into a KV cache allocated once).
 
-    python -m computerrl.bench.bench_rollout                          # 1, 4 and 8 desktops (~15 min)
-    python -m computerrl.bench.bench_rollout --desktops 1,2 --steps 8   # quick look
+    python -m computerrl.bench.bench_rollout                          # 1, 4 and 8 desktops (~25 min)
+    python -m computerrl.bench.bench_rollout --desktops 4 --steps 12    # quick look
 
-For each number of desktops n, three runs of about `--steps` steps each on generated Calc tasks
-(the file cache of a small suite, real env servers over gRPC):
-- rollout: the transformers engine behind the batcher (batch ≤ n) plays episodes through the
-  episode loop, as `computerrl rollout` does. Reports steps/s, generated tokens/s, and the share
-  of wall time the model spent generating and the desktops spent stepping (each ≤ 1; they add up
-  to more than 1 when the two overlap).
+Prompts are the demo's (its budgets and answer cap). For each number of desktops n and each path,
+two runs of about `--steps` steps each on generated Calc tasks (the file cache of a small suite,
+real env servers over gRPC), then one env-only run per n:
+- rollout: the engine behind the batcher (batch ≤ n) plays episodes through the episode loop, as
+  `computerrl rollout` does. Reports steps/s, generated tokens/s, and the share of wall time the
+  model spent generating and the desktops spent stepping (each ≤ 1; they add up to more than 1
+  when the two overlap).
 - model only: the rollout's first chats again (at least 6), n per generate call, back to back,
   from a cold prefix cache: steps/s.
 - env only: n desktops stepping a constant valid action, no model: steps/s.
 overlap = rollout steps/s ÷ min(model-only, env-only) steps/s: 1 means the slower side never
-waits on the faster one. Prints the figures, then one JSON line of results.
+waits on the faster one. speedup_<n> = the fast path's rollout steps/s ÷ the baseline's. Prints
+the figures, then one flat JSON line of results.
 """
 
 from __future__ import annotations
@@ -90,27 +95,73 @@ def episodes(pool, policy, tasks, n: int, steps: int, clock: dict) -> tuple[int,
     return done["steps"], time.monotonic() - t0
 
 
+def rollout_run(engine, budgets, pool, tasks, n: int, steps: int) -> dict:
+    """One path at n desktops: the rollout, then its first chats again with the model alone."""
+    from computerrl.policy.agent import ModelPolicy
+
+    clock = {"env_s": 0.0, "model_s": 0.0, "tokens": 0, "batches": 0, "lock": threading.Lock()}
+    chats: list = []
+
+    def on_batch(size: int, seconds: float) -> None:
+        clock["model_s"] += seconds
+        clock["batches"] += 1
+
+    engine.forget_prefixes()  # cold, as a rollout starts
+    policy = ModelPolicy(engine, budgets, version="bench", max_batch=n, on_batch=on_batch)
+    act = policy.act
+
+    def recorded(instruction, observation, history, act=act):
+        d = act(instruction, observation, history)
+        with clock["lock"]:
+            chats.append(d.messages)
+            clock["tokens"] += len(d.response_ids)
+        return d
+
+    policy.act = recorded
+    played, wall = episodes(pool, policy, tasks, n, steps, clock)
+    policy.close(engine=False)
+    engine.forget_prefixes()
+    t0 = time.monotonic()
+    model_steps = 0
+    for k in range(0, min(len(chats), max(6, 2 * n)), n):  # the rollout's first chats, n at a time
+        engine.generate(chats[k:k + n], seed=k)
+        model_steps += len(chats[k:k + n])
+    return {"steps_per_s": played / wall, "tokens_per_s": clock["tokens"] / wall,
+            "model_share": clock["model_s"] / wall, "env_share": clock["env_s"] / n / wall,
+            "mean_batch": played / max(1, clock["batches"]),
+            "model_only": model_steps / (time.monotonic() - t0)}
+
+
 def main() -> None:
     import datasets
 
+    from computerrl.cli.entropulse import PRESETS
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
     from computerrl.data.suites.build import generate, task_rows, write_files
     from computerrl.envs.tasks.task_set import load_task_set
-    from computerrl.policy.agent import ModelPolicy
     from computerrl.policy.checkpoint import embedded_checkpoint
     from computerrl.policy.engines import Sampling, make_engine
     from computerrl.policy.prompt import BUDGETS
+    from computerrl.policy.session import open_engine
 
+    demo = PRESETS["demo"]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--desktops", default="1,4,8", help="comma-separated desktop counts")
     ap.add_argument("--steps", type=int, default=24, help="steps per measured run")
     ap.add_argument("--max-steps", type=int, default=3, help="steps per episode")
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--max-new-tokens", type=int, default=demo.max_new_tokens)
+    ap.add_argument("--budgets", default=demo.budgets, help="prompt budgets (the demo's by default)")
     args = ap.parse_args()
     counts = [int(c) for c in args.desktops.split(",")]
-    engine = make_engine("transformers", embedded_checkpoint(), Sampling(1.0, args.max_new_tokens))
-    results: dict = {"max_new_tokens": args.max_new_tokens}
+    sampling = Sampling(1.0, args.max_new_tokens)
+    paths = {"baseline": make_engine("transformers", embedded_checkpoint(), sampling, dtype="float32",
+                                     static_cache=False),  # the engine as it was
+             "fast": open_engine(embedded_checkpoint(), engine="transformers", temperature=1.0,  # as rollout opens it
+                                 max_new_tokens=args.max_new_tokens, device="cpu", llm_url="")}
+    budgets = BUDGETS[args.budgets]
+    results: dict = {"max_new_tokens": args.max_new_tokens, "budgets": args.budgets,
+                     "fast_engine": paths["fast"].engine or "transformers:float32"}
     with tempfile.TemporaryDirectory(prefix="bench-rollout-") as tmp:
         root = Path(tmp)
         train, _ = generate(16, 0, seed=0, templates=["calc_column_stat", "calc_sort_column", "calc_row_total"])
@@ -126,46 +177,24 @@ def main() -> None:
                     raise SystemExit(f"{h.env_id} did not start: {problem}")
             for n in counts:
                 pool = EnvPool(handles[:n], max_steps=args.max_steps)
-                clock = {"env_s": 0.0, "model_s": 0.0, "tokens": 0, "lock": threading.Lock()}
-                chats: list = []
-
-                def on_batch(size: int, seconds: float) -> None:
-                    clock["model_s"] += seconds
-
-                policy = ModelPolicy(engine, BUDGETS["small"], version="bench", max_batch=n, on_batch=on_batch)
-                act = policy.act
-
-                def recorded(instruction, observation, history, act=act):
-                    d = act(instruction, observation, history)
-                    with clock["lock"]:
-                        chats.append(d.messages)
-                        clock["tokens"] += len(d.response_ids)
-                    return d
-
-                policy.act = recorded
-                steps, wall = episodes(pool, policy, tasks, n, args.steps, clock)
-                policy.close(engine=False)
-                engine.forget_prefixes()  # cold, as the rollout started: its prefixes are computed again
-                t0 = time.monotonic()
-                model_steps = 0
-                for k in range(0, min(len(chats), max(6, 2 * n)), n):  # the rollout's first chats, n at a time
-                    engine.generate(chats[k:k + n], seed=k)
-                    model_steps += len(chats[k:k + n])
-                model_only = model_steps / (time.monotonic() - t0)
-                env_clock = {"env_s": 0.0, "lock": threading.Lock()}
-                env_steps, env_wall = episodes(pool, ConstantPolicy(), tasks, n, args.steps, env_clock)
+                env_steps, env_wall = episodes(pool, ConstantPolicy(), tasks, n, args.steps,
+                                               {"env_s": 0.0, "lock": threading.Lock()})
                 env_only = env_steps / env_wall
-                measured = steps / wall
-                row = {"steps_per_s": round(measured, 3), "tokens_per_s": round(clock["tokens"] / wall, 1),
-                       "model_share": round(clock["model_s"] / wall, 2),
-                       "env_share": round(clock["env_s"] / n / wall, 2),
-                       "model_only_steps_per_s": round(model_only, 3), "env_only_steps_per_s": round(env_only, 3),
-                       "overlap": round(measured / min(model_only, env_only), 2)}
-                results[str(n)] = row
-                print(f"{n} desktops: {row['steps_per_s']} steps/s, {row['tokens_per_s']} tokens/s; wall time in "
-                      f"model {row['model_share']:.0%}, in desktops {row['env_share']:.0%}; model only "
-                      f"{model_only:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {row['overlap']}",
-                      flush=True)
+                results[f"env_only_steps_per_s_{n}"] = round(env_only, 3)
+                for path, engine in paths.items():
+                    r = rollout_run(engine, budgets, pool, tasks, n, args.steps)
+                    prefix = "" if path == "fast" else "baseline_"
+                    r["overlap"] = r["steps_per_s"] / min(r["model_only"], env_only)
+                    for key in ("steps_per_s", "tokens_per_s", "model_share", "env_share", "mean_batch", "model_only",
+                                "overlap"):
+                        results[f"{prefix}{key}_{n}"] = round(r[key], 3)
+                    print(f"{n} desktops, {path}: {r['steps_per_s']:.3f} steps/s, {r['tokens_per_s']:.1f} tokens/s, "
+                          f"{r['mean_batch']:.1f} chats a batch; "
+                          f"wall time in model {r['model_share']:.0%}, in desktops {r['env_share']:.0%}; model only "
+                          f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}",
+                          flush=True)
+                results[f"speedup_{n}"] = round(results[f"steps_per_s_{n}"] / results[f"baseline_steps_per_s_{n}"], 2)
+                print(f"{n} desktops: speedup {results[f'speedup_{n}']}x", flush=True)
                 pool.close()
         finally:
             for h in handles:

@@ -17,8 +17,10 @@ Tasks = Annotated[Path, typer.Option(help="Task dataset written by `tasks build`
 Model = Annotated[str, typer.Option(help="Policy checkpoint: a local transformers folder, a LoRA adapter folder, or "
                                          "'embedded' (SmolLM2-135M-Instruct, shipped with the package).")]
 # --- generation (rollout, eval, build-apis) ----------------------------------------------------
-Engine = Annotated[str, typer.Option(help="Generation engine: transformers (a local --model, CPU/GPU), vllm (GPU), "
-                                          "openai (an OpenAI-compatible server: --llm-url).")]
+Engine = Annotated[str, typer.Option(help="Generation engine: transformers (a local --model, CPU/GPU; bfloat16 on "
+                                          "CPUs that compute it natively), llamacpp (llama.cpp on a CPU, the model "
+                                          "exported to GGUF), vllm (GPU), openai (an OpenAI-compatible server: "
+                                          "--llm-url).")]
 LlmUrl = Annotated[str, typer.Option(help="For --engine openai: the server's base URL (comma-separate several to "
                                           "spread requests), e.g. http://127.0.0.1:8000/v1; the API key, if any, "
                                           "from $OPENAI_API_KEY.")]
@@ -28,6 +30,29 @@ MaxNewTokens = Annotated[int, typer.Option(help="Answer length cap, in tokens.")
 Apis = Annotated[Path | None, typer.Option(help="A `build-apis` output folder: its accepted APIs join the built-in "
                                                "ones in the prompt and the parser (start the envs with the same "
                                                "--apis).")]
+
+REQUIRED = object()  # in the tables below: a default each stage gives
+
+# --- playing stages (rollout, eval): PlayConfig's fields --------------------------------------
+Samples = Annotated[int, typer.Option(help="Trajectories per task: G, the GRPO group, in rollout; K in eval "
+                                           "(pass@K is reported when K > 1).")]
+MaxSteps = Annotated[int, typer.Option(help="Steps per trajectory before it is cut (truncated).")]
+Temperature = Annotated[float, typer.Option(help="Sampling temperature (0 = greedy; more than one sample per task "
+                                                 "in eval needs > 0).")]
+Budgets = Annotated[str, typer.Option(help="Prompt budgets: tiny, small or paper (default: by the model's size).")]
+MaxBatch = Annotated[int, typer.Option(help="Answers generated per model call at most.")]
+Limit = Annotated[int, typer.Option(help="Play only the first N tasks (0 = all).")]
+Screenshots = Annotated[bool, typer.Option(help="Keep every step's screenshot (for `computerrl view`).")]
+Replace = Annotated[bool, typer.Option(help="Replace a finished output instead of stopping.")]
+
+# (name, option, default) of PlayConfig's fields, in its order; a stage may change a default.
+PLAYING: list[tuple[str, Any, Any]] = [
+    ("tasks", Tasks, REQUIRED), ("envs", EnvsDir, Path("runs/envs")), ("model", Model, "embedded"),
+    ("samples", Samples, 1), ("max_steps", MaxSteps, 15), ("out", OutDir, REQUIRED), ("engine", Engine, "transformers"),
+    ("temperature", Temperature, 0.0), ("max_new_tokens", MaxNewTokens, 96), ("budgets", Budgets, ""),
+    ("max_batch", MaxBatch, 8), ("limit", Limit, 0), ("seed", Seed, 0), ("screenshots", Screenshots, False),
+    ("device", Device, "cpu"), ("llm_url", LlmUrl, ""), ("apis", Apis, None), ("overwrite", Replace, False),
+]
 
 # --- training stages (grpo, sft): TrainConfig's fields ---------------------------------------
 Lr = Annotated[float, typer.Option(help="AdamW learning rate (constant after --warmup).")]
@@ -52,7 +77,7 @@ Overwrite = Annotated[bool, typer.Option(help="Train again even if --out holds a
 
 # (name, option, default) of TrainConfig's fields, in its order; a stage may change a default.
 TRAINING: list[tuple[str, Any, Any]] = [
-    ("model", Model, "embedded"), ("out", OutDir, None), ("lr", Lr, None), ("warmup", Warmup, 0),
+    ("model", Model, "embedded"), ("out", OutDir, REQUIRED), ("lr", Lr, REQUIRED), ("warmup", Warmup, 0),
     ("weight_decay", WeightDecay, 0.0), ("max_grad_norm", MaxGradNorm, 1.0), ("micro_batch_tokens", MicroBatchTokens, 8192),
     ("lora_rank", LoraRank, 0), ("lora_alpha", LoraAlpha, 32), ("train_layers", TrainLayers, 0),
     ("gradient_checkpointing", GradientCheckpointing, False), ("device", TrainDevice, ""), ("dtype", Dtype, "float32"),
@@ -63,11 +88,23 @@ TRAINING: list[tuple[str, Any, Any]] = [
 def with_training_options(**defaults) -> Callable:
     """Decorator: the command takes the training options (before its own) and gets them in **train.
     `defaults` sets this stage's (out and lr have none in common)."""
+    return with_options(TRAINING, **defaults)
+
+
+def with_play_options(**defaults) -> Callable:
+    """Decorator: the command takes the playing options (before its own) and gets them in **play.
+    `defaults` sets this stage's (tasks and out have none in common)."""
+    return with_options(PLAYING, **defaults)
+
+
+def with_options(table: list[tuple[str, Any, Any]], **defaults) -> Callable:
+    """Decorator: the command takes the options of `table` (before its own) in its **kwargs;
+    a default of REQUIRED must be given by the stage."""
     def wrap(command: Callable) -> Callable:
         own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.kind != p.VAR_KEYWORD]
         shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=option,
-                                    default=defaults.get(name, default)) for name, option, default in TRAINING]
-        missing = [p.name for p in shared if p.default is None]
+                                    default=defaults.get(name, default)) for name, option, default in table]
+        missing = [p.name for p in shared if p.default is REQUIRED]
         if missing:
             raise TypeError(f"{command.__module__}: give a default for {', '.join(missing)}")
         command.__signature__ = inspect.Signature(shared + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own])

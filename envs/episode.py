@@ -52,17 +52,19 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
     t0 = time.monotonic()
     task_id = task.get("id", "")
     out = Trajectory(task_id, sample, [])
-    try:
-        obs, reset_info = env.reset(options={"task": task, "task_dir": task_dir})
-    except EnvLost as e:
-        return _aborted(out, f"desktop lost at reset: {e}", t0)
-    except EnvError as e:
-        return _aborted(out, f"setup: {e}", t0)
-    out.setup_notes = reset_info.get("setup_notes", [])
-    instruction = task.get("instruction", "")
-    history: list[tuple[str, str]] = []
-    info: dict[str, Any] = {}
-    with policy.episode():  # the policy batches the chats of the episodes in play
+    # The episode is in play from its reset on: the policy's batches wait for its first chat (a
+    # moment: a reset takes about a second) rather than leave it for a batch of its own.
+    with policy.episode():
+        try:
+            obs, reset_info = env.reset(options={"task": task, "task_dir": task_dir})
+        except EnvLost as e:
+            return _aborted(out, f"desktop lost at reset: {e}", t0)
+        except EnvError as e:
+            return _aborted(out, f"setup: {e}", t0)
+        out.setup_notes = reset_info.get("setup_notes", [])
+        instruction = task.get("instruction", "")
+        history: list[tuple[str, str]] = []
+        info: dict[str, Any] = {}
         for step in range(env.max_steps):
             decision = policy.act(instruction, obs, history)
             shown = obs

@@ -6,8 +6,9 @@ recomputes as log πθ (`policy.logprobs`), so on the first epoch of an on-polic
 importance ratio is 1 up to float error (a test checks it on the embedded model). Temperature 0
 is greedy decoding; its log-probabilities are then taken at T = 1.
 
-Engines register by name (`ENGINES`): `transformers` (default, CPU or GPU, here), `vllm`
-(in-process on a GPU, imported only when chosen) and `openai` (any OpenAI-compatible server).
+Engines register by name (`ENGINES`): `transformers` (default, CPU or GPU, here), `llamacpp`
+(llama.cpp in-process on a CPU, the checkpoint exported to GGUF), `vllm` (in-process on a GPU,
+imported only when chosen) and `openai` (any OpenAI-compatible server).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Protocol
 from computerrl.data.registry import Registry, UnknownName
 
 ENGINES = Registry("generation engine")
-BUILTIN = ("transformers", "vllm", "openai")  # modules engine_<name>.py, imported when first asked for
+BUILTIN = ("transformers", "llamacpp", "vllm", "openai")  # modules engine_<name>.py, imported when first asked for
 
 
 @dataclasses.dataclass(frozen=True)

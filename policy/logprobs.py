@@ -77,10 +77,10 @@ def response_logprobs(model, prompts: Sequence[Sequence[int]], responses: Sequen
         targets += list(r)
     if shared:
         prefix = decoder(input_ids=torch.tensor([list(prompts[0][:shared])], device=device), use_cache=True)
-        cache = prefix.past_key_values
+        cache = prefix.cache
         cache.batch_repeat_interleave(len(prompts))
         positions = torch.arange(shared, shared + ids.shape[1], device=device).expand(len(prompts), -1)
-        hidden = decoder(input_ids=ids, attention_mask=mask, past_key_values=cache, position_ids=positions,
+        hidden = decoder(input_ids=ids, attention_mask=mask, cache=cache, position_ids=positions,
                          use_cache=True).last_hidden_state
     else:
         hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state

@@ -40,7 +40,7 @@ class BuildApisConfig:
     envs: Path = Path("runs/envs")  # spawn-envs run folder whose desktops run the tests
     out: Path = Path("runs/apis-calc")
     model: str = "embedded"  # checkpoint for the transformers engine, or what the openai server serves
-    engine: str = "transformers"  # transformers, vllm, openai
+    engine: str = "transformers"  # transformers, llamacpp, vllm, openai
     llm_url: str = ""  # the openai engine's server (chat completions only)
     temperature: float = 0.0  # 0 = greedy
     max_new_tokens: int = 768  # per answer

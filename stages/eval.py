@@ -31,46 +31,18 @@ from computerrl.data.files import write_atomic
 from computerrl.data.stats import action_function, entropy, pass_at_k, wilson
 from computerrl.envs.episode import EVALUATOR_ERROR
 from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
+from computerrl.policy.session import PlayConfig
 
 
 @dataclasses.dataclass
-class EvalConfig:
-    tasks: Path = Path("runs/tasks/test")  # held-out task dataset, or a folder of OSWorld JSON files
-    envs: Path = Path("runs/envs")  # spawn-envs run folder
-    model: str = "embedded"  # checkpoint folder (full or LoRA adapter), or "embedded"
-    samples: int = 1  # K trajectories per task; pass@K is reported when K > 1
-    max_steps: int = 15  # steps per trajectory before it is cut
+class EvalConfig(PlayConfig):
     out: Path = Path("runs/eval")  # results folder
-    engine: str = "transformers"  # generation engine: transformers, vllm, openai
-    temperature: float = 0.0  # 0 = greedy; K > 1 needs > 0
-    max_new_tokens: int = 96  # answer length cap, tokens
-    budgets: str = ""  # prompt budgets: small or paper ("" = by the model's size)
-    max_batch: int = 8  # answers generated per call at most
-    limit: int = 0  # evaluate only the first N tasks (0 = all)
-    seed: int = 0  # sampling seed
     screenshots: bool = True  # keep each step's screenshot (for `computerrl view`)
-    device: str = "cpu"  # torch device of the transformers engine
-    llm_url: str = ""  # the openai engine's server(s), comma-separated base URLs (http://127.0.0.1:8000/v1)
-    apis: Path | None = None  # a `build-apis` folder: its APIs join the prompt and the parser (the envs need it too)
-    overwrite: bool = False  # evaluate again even if OUT holds a finished evaluation
 
     def __post_init__(self):
-        self.tasks, self.envs, self.out = Path(self.tasks), Path(self.envs), Path(self.out)
-        if self.apis is not None:
-            from computerrl.apis.generated import load
-
-            self.apis = Path(self.apis).resolve()
-            load(self.apis)
-        if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1:
-            raise ValueError("--samples, --max-steps and --max-batch must be at least 1")
-        if self.engine == "openai" and not self.llm_url:
-            raise ValueError("--engine openai needs --llm-url (an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
+        super().__post_init__()
         if self.samples > 1 and self.temperature == 0:
             raise ValueError("--samples > 1 needs --temperature > 0 (greedy decoding gives K identical samples)")
-
-    @property
-    def journal(self) -> Path:
-        return self.out.with_name(f".{self.out.name}.journal")
 
 
 def run(cfg: EvalConfig, console=None) -> dict:
@@ -84,16 +56,10 @@ def run(cfg: EvalConfig, console=None) -> dict:
         summary = json.loads((cfg.out / "summary.json").read_text())
         console.print(table(summary))
         return summary
-    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("max_batch", "device", "llm_url", "overwrite")}
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
-                                          key=key, console=console)
+                                          key=cfg.key(), console=console)
     if jobs:
-        from computerrl.policy.session import open_policy
-
-        policy = open_policy(cfg.model, engine=cfg.engine, temperature=cfg.temperature,
-                             max_new_tokens=cfg.max_new_tokens, budgets=cfg.budgets, max_batch=cfg.max_batch,
-                             seed=cfg.seed, device=cfg.device, llm_url=cfg.llm_url)
-        play_on_envs(cfg.envs, policy, jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
+        play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
                      n_tasks=len(playable), console=console, label="eval")
     summary = _write(cfg, items, playable, journal)
     shutil.rmtree(cfg.journal, ignore_errors=True)
@@ -177,24 +143,36 @@ def _write(cfg: EvalConfig, items, playable, journal: Journal) -> dict:
     return summary
 
 
+SPLIT_NAMES = {"in-distribution": "seen tmpl.", "out-of-distribution": "new tmpl."}  # short, for 80 columns
+
+
 def table(summary: dict):
+    """The summary as a table that fits an 80-column terminal or log."""
+    from rich import box
     from rich.table import Table
 
-    k = summary["samples"]
-    t = Table(title=f"eval: success on {summary['overall']['tasks']} tasks ({k} sample{'s' * (k > 1)} each)")
-    for col in ("group", "tasks", "success", "95% CI", *([f"pass@{k}"] if k > 1 else []), "steps",
-                "invalid", "aborted", "eval errors", "entropy", "action H"):
-        t.add_column(col, justify="left" if col == "group" else "right")
-    groups = [(d, g) for d, g in summary["domains"].items()] + list(summary.get("splits", {}).items())
-    for name, g in groups + [("overall", summary["overall"])]:
-        t.add_row(f"[bold]{name}[/]" if name == "overall" else name, str(g["tasks"]), f"{g['success_rate']:.1%}",
-                  f"{g['ci95'][0]:.1%}–{g['ci95'][1]:.1%}", *([f"{g['pass_at_k']:.1%}"] if k > 1 else []),
-                  f"{g['mean_steps']:.1f}", f"{g['invalid_rate']:.1%}", str(g["aborted"] - g.get("evaluator_errors", 0)),
-                  str(g.get("evaluator_errors", 0)),
-                  f"{g['mean_entropy']:.2f}", f"{g['action_entropy']:.2f}")
-    t.caption = ("steps: mean per trajectory; invalid: share of invalid actions; aborted: desktops lost; eval errors: "
-                 "the evaluator failed on its own expected file (both left out of the rates); entropy: mean token entropy "
-                 "(nats); action H: entropy of the action functions chosen")
+    k, overall = summary["samples"], summary["overall"]
+    t = Table(title=f"eval: success on {overall['tasks']} tasks ({k} sample{'s' * (k > 1)} each)",
+              box=box.SIMPLE_HEAD, padding=0)
+    lost, errors = overall["aborted"] - overall.get("evaluator_errors", 0), overall.get("evaluator_errors", 0)
+    columns = {  # header: the cell of a group; pass@k, lost and errors only when they say something
+        "group": None, "tasks": lambda g: str(g["tasks"]), "success": lambda g: f"{g['success_rate']:.0%}",
+        "95% CI": lambda g: f"{g['ci95'][0]:.0%}–{g['ci95'][1]:.0%}",
+        **({f"pass@{k}": lambda g: f"{g['pass_at_k']:.0%}"} if k > 1 else {}),
+        "steps": lambda g: f"{g['mean_steps']:.1f}", "invalid": lambda g: f"{g['invalid_rate']:.0%}",
+        **({"lost": lambda g: str(g["aborted"] - g.get("evaluator_errors", 0))} if lost else {}),
+        **({"errors": lambda g: str(g.get("evaluator_errors", 0))} if errors else {}),
+        "H tok": lambda g: f"{g['mean_entropy']:.2f}", "H act": lambda g: f"{g['action_entropy']:.2f}"}
+    for col in columns:
+        t.add_column(col, justify="left" if col == "group" else "right", no_wrap=True)
+    groups = [(d, g) for d, g in summary["domains"].items()] + \
+        [(SPLIT_NAMES.get(n, n), g) for n, g in summary.get("splits", {}).items()]
+    for name, g in groups + [("[bold]overall[/]", overall)]:
+        t.add_row(name, *[cell(g) for cell in list(columns.values())[1:]])
+    t.caption = ("seen/new tmpl.: tasks of templates seen in training (new parameters) / held-out templates; "
+                 "steps: mean per trajectory; invalid: share of invalid actions; lost: trajectories whose desktop "
+                 "was lost; errors: the evaluator failed on its own expected file (both left out of the rates); "
+                 "H tok: mean token entropy (nats); H act: entropy of the action functions chosen")
     if summary["skipped"]:
         t.caption += f"\n{len(summary['skipped'])} tasks skipped (this build cannot run them; see summary.json)"
     return t

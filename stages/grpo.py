@@ -6,8 +6,9 @@ textbook (trajectory-level) GRPO:
    validity, normalised over all steps of the task's G trajectories (the ComputerRL form).
 2. Groups whose steps all earned the same reward are skipped (A = 0 everywhere), and counted;
    aborted trajectories (a desktop was lost) are left out entirely: they say nothing of the policy.
-3. πold is the sampler's own log-probabilities when the trainer's engine sampled the rows. Rows
-   of another engine (vLLM, a server) get πold recomputed by the trainer before the first epoch,
+3. πold is the sampler's own log-probabilities when the trainer's engine sampled the rows in
+   float32. Rows of another engine or precision (`transformers:bfloat16`, `llamacpp:f16`, vLLM, a
+   server) get πold recomputed by the trainer before the first epoch,
    and a truncated importance weight min(πold/πsampler, cap) per token (as verl and TRL).
 4. Several epochs over the one batch (`--epochs`), each in `--updates-per-epoch` optimizer steps;
    the loss is the token-mean over the step's response tokens; logits only at response positions.
@@ -36,7 +37,7 @@ from pathlib import Path
 from computerrl.data.datasets_io import require_datasets
 from computerrl.policy.trainer import TrainConfig
 
-OWN_ENGINE = "transformers"  # rows it sampled carry the trainer's own numbers as πold
+OWN_ENGINE = "transformers"  # rows it sampled (in float32) carry the trainer's own numbers as πold
 
 
 @dataclasses.dataclass

@@ -29,49 +29,17 @@ from pathlib import Path
 
 from computerrl.envs.tasks.task_set import TaskItem
 from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
+from computerrl.policy.session import PlayConfig
 
 
 @dataclasses.dataclass
-class RolloutConfig:
-    tasks: Path = Path("runs/tasks/train")  # task dataset (`tasks build`) or folder of OSWorld JSON files
-    envs: Path = Path("runs/envs")  # spawn-envs run folder (its manifest is followed)
-    model: str = "embedded"  # checkpoint folder (full or LoRA adapter), or "embedded"
+class RolloutConfig(PlayConfig):
+    tasks: Path = Path("runs/tasks/train")
     samples: int = 4  # G: trajectories per task
-    max_steps: int = 8  # steps per trajectory before it is truncated
+    max_steps: int = 8
     out: Path = Path("runs/rollout")  # the step dataset
-    engine: str = "transformers"  # generation engine: transformers, vllm, openai
-    temperature: float = 1.0  # sampling temperature (0 = greedy)
-    max_new_tokens: int = 96  # answer length cap, tokens
-    budgets: str = ""  # prompt budgets: small or paper ("" = by the model's size)
-    max_batch: int = 8  # answers generated per call at most
+    temperature: float = 1.0
     iteration: int = 0  # RL iteration: group_id = "<task_id>:<iteration>"
-    limit: int = 0  # play only the first N tasks (0 = all)
-    seed: int = 0  # sampling seed
-    screenshots: bool = False  # store each step's screenshot (Image column)
-    device: str = "cpu"  # torch device of the transformers engine
-    llm_url: str = ""  # the openai engine's server(s), comma-separated base URLs (http://127.0.0.1:8000/v1)
-    apis: Path | None = None  # a `build-apis` folder: its APIs join the prompt and the parser (the envs need it too)
-    overwrite: bool = False  # replace a finished output (and an unrelated journal) instead of stopping
-
-    def __post_init__(self):
-        self.tasks, self.envs, self.out = Path(self.tasks), Path(self.envs), Path(self.out)
-        if self.apis is not None:
-            from computerrl.apis.generated import load
-
-            self.apis = Path(self.apis).resolve()
-            load(self.apis)
-        if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1:
-            raise ValueError("--samples, --max-steps and --max-batch must be at least 1")
-        if self.engine == "openai" and not self.llm_url:
-            raise ValueError("--engine openai needs --llm-url (an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
-        if self.budgets:
-            from computerrl.policy.prompt import BUDGETS
-
-            BUDGETS[self.budgets]
-
-    @property
-    def journal(self) -> Path:
-        return self.out.with_name(f".{self.out.name}.journal")
 
 
 def run(cfg: RolloutConfig, console=None) -> dict:
@@ -82,14 +50,9 @@ def run(cfg: RolloutConfig, console=None) -> dict:
         console.print(f"{cfg.out} is already complete (--overwrite replaces it)")
         return json.loads((cfg.out / "summary.json").read_text())
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
-                                          key=_key(cfg), console=console)
+                                          key=cfg.key(), console=console)
     if jobs:
-        from computerrl.policy.session import open_policy
-
-        policy = open_policy(cfg.model, engine=cfg.engine, temperature=cfg.temperature,
-                             max_new_tokens=cfg.max_new_tokens, budgets=cfg.budgets, max_batch=cfg.max_batch,
-                             seed=cfg.seed, device=cfg.device, llm_url=cfg.llm_url)
-        play_on_envs(cfg.envs, policy, jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
+        play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
                      iteration=cfg.iteration, n_tasks=len(playable), console=console)
     return _assemble(cfg, playable, items, journal, console)
 
@@ -112,7 +75,3 @@ def _assemble(cfg: RolloutConfig, playable: list[TaskItem], items: list[TaskItem
                   f"success {summary['success']}, aborted {summary['aborted']}, skipped tasks {len(summary['skipped'])}")
     return summary
 
-
-def _key(cfg: RolloutConfig) -> dict:
-    """What makes two runs the same run (a journal of another one is not resumed)."""
-    return {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("max_batch", "device", "llm_url", "overwrite")}

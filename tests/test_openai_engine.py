@@ -40,7 +40,7 @@ def test_server_logprobs_are_the_models_at_temperature_one(llama_server):
     from computerrl.policy.logprobs import response_logprobs
 
     engine = make_engine("openai", embedded_checkpoint(), Sampling(1.0, 24), llm_url=llama_server)
-    local = make_engine("transformers", embedded_checkpoint(), Sampling(1.0, 24))
+    local = make_engine("transformers", embedded_checkpoint(), Sampling(1.0, 24), dtype="float32")  # the trainer
     for chat, g in zip(chats(engine), engine.generate(chats(engine), seed=1)):
         ids = local.tokenizer(g.text, add_special_tokens=False).input_ids
         n = min(len(ids), len(g.logprobs))

@@ -21,7 +21,9 @@ def engine():
     from computerrl.policy.checkpoint import embedded_checkpoint
     from computerrl.policy.engines import Sampling, make_engine
 
-    return make_engine("transformers", embedded_checkpoint(), Sampling(temperature=0.7, max_new_tokens=24))
+    # float32, the trainer's dtype: its numbers must be the trainer's to 1e-4
+    return make_engine("transformers", embedded_checkpoint(), Sampling(temperature=0.7, max_new_tokens=24),
+                       dtype="float32")
 
 
 def test_the_prompt_has_computerrls_parts_and_the_focused_apps_api_only():
@@ -91,6 +93,27 @@ def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
         assert torch.allclose(torch.tensor(g.logprobs), r, atol=1e-4), (torch.tensor(g.logprobs) - r).abs().max()
         assert g.entropy > 0 and abs(g.entropy - h.mean().item()) < 1e-3
     assert gens[0].prompt_ids == engine.chat_ids(chats[0])
+
+
+def test_bfloat16_rows_say_so_and_stay_close_to_the_trainers_numbers():
+    """The bfloat16 engine (the CPU demo's where the CPU computes bfloat16) names its precision in the
+    rows, so GRPO recomputes πold in float32; its numbers stay near the trainer's."""
+    import torch
+
+    from computerrl.policy.checkpoint import embedded_checkpoint, load_model
+    from computerrl.policy.engines import Sampling, make_engine
+    from computerrl.policy.logprobs import response_logprobs
+
+    engine = make_engine("transformers", embedded_checkpoint(), Sampling(1.0, 24), dtype="bfloat16")
+    trainer = load_model(embedded_checkpoint())
+    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["tiny"], engine.count_tokens) for v in (3, 44)]
+    gens = engine.generate(chats, seed=5)
+    assert {g.engine for g in gens} == {"transformers:bfloat16"}
+    with torch.no_grad():
+        mine = response_logprobs(trainer, [g.prompt_ids for g in gens], [g.response_ids for g in gens], 1.0,
+                                 pad_id=engine.pad_id)
+    gap = torch.cat([(torch.tensor(g.logprobs) - m).abs() for g, m in zip(gens, mine)])
+    assert gap.mean() < 0.1, gap  # observed about 0.02: bfloat16 rounding, not another distribution
 
 
 def test_the_same_seed_samples_the_same_answers(engine):

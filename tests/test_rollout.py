@@ -135,7 +135,7 @@ def test_eval_prints_its_table_and_writes_results_steps_and_plots(run_dir):
             "--max-new-tokens", "40", "--out", str(out)]
     result = CliRunner(env={"COLUMNS": "160"}).invoke(app, args)
     assert result.exit_code == 0, result.output
-    for text in ("calc", "in-distribution", "out-of-distribution", "overall", "95% CI", "entropy"):
+    for text in ("calc", "seen tmpl.", "new tmpl.", "overall", "95% CI", "H tok"):
         assert text in result.output, text
     summary = json.loads((out / "summary.json").read_text())
     assert summary["overall"]["tasks"] == 2 and summary["overall"]["trajectories"] == 2
