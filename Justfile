@@ -5,22 +5,12 @@ venv := justfile_directory() / ".venv/bin"
 runs := env("COMPUTERRL_RUNS", "runs")
 envs := env("COMPUTERRL_ENVS", "2")
 
-# --- reproduce-osworld: the paper's recipe on GPUs (this project's choices where the paper gives no number) ---
+# --- reproduce-osworld: the paper's recipe on GPUs, the `osworld` preset of cli/schedule.py ---
 osworld_model := env("OSWORLD_MODEL", "checkpoints/GLM-4-9B-0414")  # a local HF folder (nothing is downloaded)
 osworld_tasks := env("OSWORLD_TASKS", "../shared/osworld")  # OSWorld-format JSON (eval split)
 osworld_run := env("OSWORLD_RUN", "runs/osworld")
 osworld_desktops := env("OSWORLD_DESKTOPS", "256")  # env servers, over $DOCKER_HOST / --docker-hosts
 osworld_accelerate := env("OSWORLD_ACCELERATE", "configs/accelerate/zero2.yaml")
-samples := env("OSWORLD_SAMPLES", "8")  # G: trajectories per task
-max_steps := env("OSWORLD_MAX_STEPS", "15")
-rl_iterations := env("OSWORLD_RL_ITERATIONS", "20")  # rollout + grpo per RL phase
-rl_lr := env("OSWORLD_RL_LR", "1e-6")
-bc_lr := env("OSWORLD_BC_LR", "1e-5")
-entropulse_lr := env("OSWORLD_ENTROPULSE_LR", "1e-5")
-kl_beta := env("OSWORLD_KL_BETA", "0.001")
-eps_low := env("OSWORLD_EPS_LOW", "0.2")
-eps_high := env("OSWORLD_EPS_HIGH", "0.28")  # clip-higher
-entropulse_k := env("OSWORLD_ENTROPULSE_K", "8")
 
 # Install system packages, the virtualenv and the package (idempotent).
 [group("setup")]
@@ -88,44 +78,11 @@ demo *args: install
 desktops-demo count=envs: install
     {{venv}}/python -m computerrl.envs.demo --count {{count}} --out {{runs}}/desktops-demo
 
-# The paper's recipe on GPUs: BC → RL → Entropulse → RL → eval on OSWorld (variables at the top; each phase's start is its KL reference).
+# The paper's recipe on GPUs: BC → RL → Entropulse → RL with eval on OSWorld after each phase (the `osworld`
+# preset; add --set KEY=VALUE to change a setting, --dry-run to see the commands).
 [group("osworld")]
-reproduce-osworld: osworld-envs osworld-bc (osworld-rl "rl1" osworld_run / "bc" "1") osworld-entropulse (osworld-rl "rl2" osworld_run / "entropulse" "1001") osworld-eval
-
-# Desktops for OSWorld on the Docker hosts of $DOCKER_HOST (detached; `just stop-envs` with COMPUTERRL_RUNS).
-[group("osworld")]
-osworld-envs:
-    {{venv}}/computerrl spawn-envs --backend docker --count {{osworld_desktops}} --out {{osworld_run}}/envs --detach
-
-# BC: the expert replays of the generated suites (`just tasks-build`) on the base model.
-[group("osworld")]
-osworld-bc:
-    test -d {{osworld_run}}/tasks/expert || {{venv}}/computerrl tasks build --out {{osworld_run}}/tasks --model {{osworld_model}} --envs 16
-    {{venv}}/accelerate launch --config_file {{osworld_accelerate}} -m computerrl.cli.main sft --data {{osworld_run}}/tasks/expert --model {{osworld_model}} --lr {{bc_lr}} --dtype bfloat16 --gradient-checkpointing --out {{osworld_run}}/bc
-
-# An RL phase: N × (vLLM rollouts on the train tasks → grpo on the GPUs); the last policy is linked as <phase>/final.
-[group("osworld")]
-osworld-rl phase start first:
-    #!/usr/bin/env bash
-    set -euo pipefail
-    policy={{start}}
-    for i in $(seq {{first}} $(({{first}} + {{rl_iterations}} - 1))); do
-      {{venv}}/computerrl rollout --tasks {{osworld_run}}/tasks/train --envs {{osworld_run}}/envs --model "$policy" --engine vllm --samples {{samples}} --max-steps {{max_steps}} --iteration "$i" --out {{osworld_run}}/{{phase}}/rollout-$i
-      {{venv}}/accelerate launch --config_file {{osworld_accelerate}} -m computerrl.cli.main grpo --rollouts {{osworld_run}}/{{phase}}/rollout-$i --model "$policy" --ref {{start}} --beta {{kl_beta}} --eps-low {{eps_low}} --eps-high {{eps_high}} --lr {{rl_lr}} --dtype bfloat16 --gradient-checkpointing --out {{osworld_run}}/{{phase}}/policy-$i
-      policy={{osworld_run}}/{{phase}}/policy-$i
-    done
-    ln -sfn "$(realpath "$policy")" {{osworld_run}}/{{phase}}/final
-
-# Entropulse: SFT of phase 1's last policy on its successful trajectories.
-[group("osworld")]
-osworld-entropulse:
-    {{venv}}/computerrl filter-success --k {{entropulse_k}} --out {{osworld_run}}/successes $(printf -- '--rollouts %s ' {{osworld_run}}/rl1/rollout-*)
-    {{venv}}/accelerate launch --config_file {{osworld_accelerate}} -m computerrl.cli.main sft --data {{osworld_run}}/successes --model {{osworld_run}}/rl1/final --lr {{entropulse_lr}} --dtype bfloat16 --gradient-checkpointing --out {{osworld_run}}/entropulse
-
-# Success per domain on OSWorld's tasks with the final policy (vLLM).
-[group("osworld")]
-osworld-eval:
-    {{venv}}/computerrl eval --tasks {{osworld_tasks}} --envs {{osworld_run}}/envs --model {{osworld_run}}/rl2/final --engine vllm --max-steps {{max_steps}} --out {{osworld_run}}/eval
+reproduce-osworld *args:
+    {{venv}}/computerrl entropulse --preset osworld --model {{osworld_model}} --out {{osworld_run}} --set eval_tasks={{osworld_tasks}} --set envs={{osworld_desktops}} --set launcher="{{venv}}/accelerate launch --config_file {{osworld_accelerate}}" {{args}}
 
 # Env benchmarks: reset/step latency, memory per desktop, desktops alive, steps/s (JSON last line).
 [group("bench")]

@@ -1,45 +1,105 @@
-"""The Entropulse schedule's report: one table row per evaluated phase, and the paper's
-training-curve figure (rollout reward and policy entropy across every training step)."""
+"""The Entropulse schedule's report: one table row per evaluated phase, pooled over seeds, with
+paired tests between phases, and the paper's training-curve figure (rollout reward and policy
+entropy across every training step)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+
+from computerrl.data.stats import mcnemar, wilson
 
 # Training outputs of a schedule run folder, in order: (phase label, checkpoint folders, glob).
 TRAINING = (("bc", "bc"), ("rl1", "rl1/policy-*"), ("entropulse", "entropulse"), ("rl2", "rl2/policy-*"))
 
 
 def phase_row(phase: str, summary: dict, folder: Path) -> dict:
-    """What the table shows of one eval summary (`eval`'s summary.json)."""
-    def rate(group: dict | None) -> dict:
-        if not group:
-            return {"rate": float("nan"), "ci": [float("nan")] * 2, "n": 0}
-        return {"rate": group["success_rate"], "ci": group["ci95"], "n": group["trajectories"]}
+    """What the report needs of one evaluated phase: its summary's figures and each task's outcome
+    (task id -> (held-out template?, success)), for the paired tests between phases."""
+    from computerrl.data.datasets_io import load
 
-    splits = summary.get("splits", {})
+    outcomes = {}
+    if (folder / "results").exists():
+        for r in load(folder / "results"):
+            if r["samples"]:  # a task whose trajectories were all aborted has no outcome
+                outcomes[r["task_id"]] = (bool(r["ood"]), r["successes"] / r["samples"] >= 0.5)
     overall = summary["overall"]
-    return {"phase": phase, "overall": rate(overall), "id": rate(splits.get("in-distribution")),
-            "ood": rate(splits.get("out-of-distribution")), "entropy": overall["mean_entropy"],
-            "invalid": overall["invalid_rate"], "folder": str(folder)}
+    return {"phase": phase, "outcomes": outcomes, "entropy": overall["mean_entropy"],
+            "action_entropy": overall.get("action_entropy", float("nan")), "invalid": overall["invalid_rate"],
+            "folder": str(folder)}
 
 
-def schedule_table(phases: list[dict]):
+def rl_figures(run: Path, phase: str) -> dict:
+    """An RL phase's GRPO batches: the mean share of flat groups (all rewards equal: no signal) and
+    the rows trained on, over its iterations."""
+    summaries = [json.loads(p.read_text()) for p in sorted(run.glob(f"{phase}/policy-*/summary.json"))]
+    if not summaries:
+        return {}
+    return {"flat": sum(s["skipped_fraction"] for s in summaries) / len(summaries),
+            "rows": sum(s.get("rows", 0) for s in summaries), "iterations": len(summaries)}
+
+
+def pooled(rows: list[dict], split: bool | None = None) -> dict:
+    """Success over the seeds' tasks (split: None = all, False = seen templates, True = held-out)."""
+    wins = [won for r in rows for ood, won in r["outcomes"].values() if split is None or ood == split]
+    return {"rate": sum(wins) / len(wins) if wins else float("nan"), "n": len(wins),
+            "ci": wilson(sum(wins), len(wins)) if wins else (float("nan"),) * 2}
+
+
+def paired(a: list[dict], b: list[dict]) -> dict:
+    """Phase B against phase A on the same (seed, task) pairs: the difference in success rate and the
+    exact McNemar p-value."""
+    pairs = [(wa[1], b[k]["outcomes"][task][1]) for k, ra in enumerate(a)
+             for task, wa in ra["outcomes"].items() if task in b[k]["outcomes"]]
+    only_a = sum(x and not y for x, y in pairs)
+    only_b = sum(y and not x for x, y in pairs)
+    return {"delta": (only_b - only_a) / len(pairs) if pairs else float("nan"), "p": mcnemar(only_a, only_b),
+            "n": len(pairs)}
+
+
+def schedule_table(seeds: dict[int, list[dict]]):
+    """Success per phase on the held-out tasks, pooled over the seeds (each seed's phase rows, in
+    schedule order), with the paired differences; fits 80 columns."""
+    from rich import box
     from rich.table import Table
 
-    def cell(r: dict) -> str:
-        if not r["n"]:
-            return "—"
-        return f"{r['rate']:.0%} [{r['ci'][0]:.0%}–{r['ci'][1]:.0%}] (n={r['n']})"
+    phases = [p["phase"] for p in next(iter(seeds.values()))]
+    by_phase = {name: [rows[k] for rows in seeds.values()] for k, name in enumerate(phases)}
+    n_tasks = pooled(by_phase[phases[0]])["n"] // len(seeds)
+    t = Table(title=f"Entropulse schedule: success on {n_tasks} held-out tasks, seed{'s' * (len(seeds) > 1)} "
+                    f"{', '.join(map(str, seeds))}", box=box.SIMPLE_HEAD, padding=0)
+    for col in ("phase", "success [95% CI]", "seen", "new", "Δ prev (p)", "Δ BC (p)", "H tok", "H act", "flat"):
+        t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
 
-    t = Table(title="Entropulse schedule: success on held-out tasks per phase")
-    for col in ("phase", "overall", "in-distribution", "out-of-distribution", "entropy", "invalid"):
-        t.add_column(col, justify="left" if col == "phase" else "right")
-    for p in phases:
-        t.add_row(p["phase"], cell(p["overall"]), cell(p["id"]), cell(p["ood"]),
-                  "—" if math.isnan(p["entropy"]) else f"{p['entropy']:.3f}", f"{p['invalid']:.0%}")
-    t.caption = ("success: rate [95% Wilson interval] (trajectories); entropy: mean token entropy of the policy's "
-                 "answers in eval (nats); invalid: share of invalid actions")
+    def pct(x: float) -> str:
+        return "—" if math.isnan(x) else f"{x:.0%}"
+
+    def delta(d: dict) -> str:
+        if not d["n"]:
+            return "—"
+        return f"{d['delta'] * 100:+.0f} ({'<0.001' if d['p'] < 0.001 else format(d['p'], '.3f')})"
+
+    for k, name in enumerate(phases):
+        rows = by_phase[name]
+        total = pooled(rows)
+        prev = paired(by_phase[phases[k - 1]], rows) if k else {"n": 0}
+        first_trained = "bc" if "bc" in by_phase else phases[0]
+        from_bc = paired(by_phase[first_trained], rows) if phases.index(first_trained) < k - 1 else {"n": 0}
+        flat = [r["flat"] for r in rows if "flat" in r]
+        t.add_row(name, f"{pct(total['rate'])} [{pct(total['ci'][0])}–{pct(total['ci'][1])}]",
+                  pct(pooled(rows, False)["rate"]), pct(pooled(rows, True)["rate"]), delta(prev), delta(from_bc),
+                  f"{sum(r['entropy'] for r in rows) / len(rows):.3f}",
+                  f"{sum(r['action_entropy'] for r in rows) / len(rows):.2f}",
+                  pct(sum(flat) / len(flat)) if flat else "")
+    t.caption = ("success pooled over seeds × tasks (greedy, one trajectory each), Wilson interval; seen / new: "
+                 "templates seen in training / held out; Δ: difference in points from the previous phase and from "
+                 "BC on the same seeds and tasks, exact McNemar p-value in brackets; H tok: mean token entropy of "
+                 "eval answers (nats); H act: entropy of the action functions chosen; flat: GRPO groups whose "
+                 "rewards were all equal (no signal), mean over the phase's iterations")
+    if len(seeds) > 1:
+        t.caption += "\nper seed: " + "; ".join(
+            f"{name} " + " ".join(pct(pooled([r])["rate"]) for r in by_phase[name]) for name in phases)
     return t
 
 

@@ -1,4 +1,4 @@
-"""The statistics `eval` reports: confidence intervals, pass@k, entropies."""
+"""The statistics `eval` and the schedule report: confidence intervals, pass@k, entropies, paired tests."""
 
 from __future__ import annotations
 
@@ -41,3 +41,14 @@ def action_function(step: dict) -> str:
         return "invalid"
     action = json.loads(step["action"])
     return f"{action['api']}.{action['name']}"
+
+
+def mcnemar(only_a: int, only_b: int) -> float:
+    """Exact two-sided McNemar p-value for paired binary outcomes: `only_a` pairs where only A
+    succeeded, `only_b` where only B did (the pairs where both agree say nothing of a difference).
+    Under no difference the discordant pairs split as Binomial(only_a + only_b, 1/2)."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)

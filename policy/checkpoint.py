@@ -12,6 +12,7 @@ into the cache folder (`$COMPUTERRL_HOME`, default `~/.cache/computerrl`); nothi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -113,9 +114,21 @@ def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", tra
     if (folder / ADAPTER_CONFIG).exists():
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
+        with peft_quietly():
+            model = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
     model.to(device)
     return model.train(trainable)
+
+
+@contextlib.contextmanager
+def peft_quietly():
+    """peft reads transformers' deprecated `is_gradient_checkpointing` when it wraps a model: a
+    FutureWarning about peft's code, nothing a user can act on."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
 
 
 def parameter_count(folder: Path) -> int:

@@ -21,7 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, Sequence
 
-from computerrl.policy.checkpoint import ADAPTER_CONFIG, base_of, load_model, load_tokenizer, resolve, write_lineage
+from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, load_model, load_tokenizer, peft_quietly, resolve,
+                                         write_lineage)
 
 STATE = "trainer_state.json"
 
@@ -116,9 +117,10 @@ class Trainer:
         if cfg.lora_rank and not adapter:
             from peft import LoraConfig, get_peft_model
 
-            model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
-                                                     target_modules=_linear_modules(model, top) if top else "all-linear",
-                                                     task_type="CAUSAL_LM"))
+            with peft_quietly():
+                model = get_peft_model(model, LoraConfig(
+                    r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, task_type="CAUSAL_LM",
+                    target_modules=_linear_modules(model, top) if top else "all-linear"))
         elif top and not adapter:
             _freeze_all_but(model, top)
         if cfg.gradient_checkpointing:

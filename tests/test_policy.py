@@ -113,7 +113,7 @@ def test_bfloat16_rows_say_so_and_stay_close_to_the_trainers_numbers():
         mine = response_logprobs(trainer, [g.prompt_ids for g in gens], [g.response_ids for g in gens], 1.0,
                                  pad_id=engine.pad_id)
     gap = torch.cat([(torch.tensor(g.logprobs) - m).abs() for g, m in zip(gens, mine)])
-    assert gap.mean() < 0.1, gap  # observed about 0.02: bfloat16 rounding, not another distribution
+    assert gap.mean() < 0.1, gap  # observed 0.027-0.031 (max 0.13): bfloat16 rounding, not another distribution
 
 
 def test_the_same_seed_samples_the_same_answers(engine):

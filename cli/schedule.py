@@ -1,0 +1,253 @@
+"""The Entropulse schedule, defined once: the stages it chains, in order, with presets for the CPU
+demo and the paper's GPU recipe (`computerrl entropulse`; the Justfile's `demo` and
+`reproduce-osworld` call it).
+
+    tasks build → spawn-envs → [eval of the base model] → sft on expert replays (BC) → eval
+      → RL phase 1: N × (rollout → grpo) → eval
+      → Entropulse: filter-success over phase 1's rollouts → sft → eval
+      → RL phase 2: N × (rollout → grpo), the Entropulse checkpoint as KL reference → eval
+      → one table (success per phase with intervals and paired tests) and RUN/schedule.png
+
+Each step is a stage with its options; it runs in this process (`stage.run(config)`), or, for the
+training stages when `launcher` is set (`accelerate launch --config_file …`), as that command on
+`computerrl`'s CLI. A step whose output is already there is skipped by its stage, so an interrupted
+schedule resumes by running the same command again. `dry_run` prints the steps as commands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+CALC = "calc_column_stat,calc_rename_sheet,calc_add_sheet,calc_clear_cell,calc_bold_header,calc_freeze_header"
+
+
+@dataclasses.dataclass
+class Schedule:
+    # the tasks (a generated suite; eval_tasks may name OSWorld's files instead of its test split)
+    templates: str = CALC  # task templates of the suite ("" = all)
+    holdout: str = "calc_freeze_header"  # templates only the test split draws from (out-of-distribution)
+    train_tasks: int = 24  # generated train tasks
+    test_tasks: int = 18  # generated test tasks (held out: eval only)
+    build_envs: int = 0  # desktops replaying the reference solutions (0 = envs)
+    eval_tasks: str = ""  # tasks every phase is evaluated on ("" = the suite's test split)
+    eval_limit: int = 12  # the first N of them (0 = all; the suite interleaves templates)
+    eval_base: bool = False  # evaluate the starting model too (the paper's table starts at BC)
+    # the desktops and the policy's engine
+    envs: int = 4  # desktops; the model answers all of them in one batch
+    backend: str = "local"  # spawn-envs backend: local or docker
+    engine: str = "transformers"  # rollout and eval engine
+    max_steps: int = 4  # steps per trajectory (rollout and eval)
+    max_new_tokens: int = 48  # answer cap
+    budgets: str = "tiny"  # prompt budgets (policy.prompt.BUDGETS; "" = by the model's size)
+    # training
+    launcher: str = ""  # "" = training in this process; else the command that launches it (accelerate launch …)
+    dtype: str = "float32"  # training dtype
+    gradient_checkpointing: bool = False
+    train_layers: int = 8  # top decoder layers trained (0 = all)
+    batch_rows: int = 8  # sft rows per optimizer step
+    bc_epochs: int = 3  # sft epochs on the expert replays
+    lr_bc: float = 3e-4
+    rl_iterations: int = 2  # rollout + grpo iterations per RL phase
+    rl_tasks: int = 6  # train tasks played per iteration, drawn afresh each iteration (0 = all)
+    dynamic_sampling: int = 0  # DAPO: up to N more draws of rl_tasks tasks while fewer than rl_tasks groups have signal
+    samples: int = 4  # G
+    grpo_epochs: int = 2
+    lr_rl: float = 5e-5
+    beta: float = 0.0  # KL weight in RL (each phase's start is its reference)
+    eps_low: float = 0.2
+    eps_high: float = 0.28  # clip-higher
+    k: int = 4  # successful trajectories per task kept for Entropulse
+    entropulse_epochs: int = 2
+    lr_entropulse: float = 5e-5
+
+
+PRESETS = {
+    "demo": Schedule(),  # CPU, the embedded model, ≤ 60 min on 2 cores
+    "quick": Schedule(templates="calc_column_stat,calc_rename_sheet,calc_add_sheet", holdout="calc_add_sheet",
+                      train_tasks=4, test_tasks=3, envs=2, bc_epochs=2, rl_iterations=1, rl_tasks=2, samples=2,
+                      max_steps=3, max_new_tokens=40, grpo_epochs=1, entropulse_epochs=1, k=2, train_layers=2,
+                      eval_limit=0),  # every phase at the smallest size that runs it: ≤ 10 min, CI runs it
+    # The paper's recipe on GPUs (this project's choices where the paper gives no number): the full
+    # generated suites, vLLM rollouts over a Docker fleet, DeepSpeed ZeRO-2 training in bfloat16.
+    "osworld": Schedule(templates="", holdout="", train_tasks=2000, test_tasks=300, build_envs=16, eval_limit=0,
+                        envs=256, backend="docker", engine="vllm", max_steps=15, max_new_tokens=96, budgets="",
+                        launcher="accelerate launch --config_file configs/accelerate/zero2.yaml", dtype="bfloat16",
+                        gradient_checkpointing=True, train_layers=0, batch_rows=16, bc_epochs=2, lr_bc=1e-5, rl_iterations=20,
+                        rl_tasks=0, samples=8, lr_rl=1e-6, beta=0.001, k=8, lr_entropulse=1e-5),
+}
+
+
+def override(s: Schedule, assignments: list[str]) -> Schedule:
+    """`s` with KEY=VALUE assignments applied (each value read as its field's type)."""
+    fields = {f.name: f for f in dataclasses.fields(Schedule)}
+    changes: dict[str, Any] = {}
+    for item in assignments:
+        key, eq, value = item.partition("=")
+        if not eq or key not in fields:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(fields)}")
+        kind = type(getattr(s, key))
+        try:
+            changes[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+        except ValueError:
+            raise ValueError(f"--set {item!r}: {key} takes a {kind.__name__}") from None
+    return dataclasses.replace(s, **changes)
+
+
+class Steps:
+    """Runs (or, dry, prints) the schedule's steps; a step returns its stage's result (None when dry
+    or launched)."""
+
+    TRAINING = ("sft", "grpo")
+
+    def __init__(self, s: Schedule, console, dry_run: bool):
+        self.s, self.console, self.dry_run = s, console, dry_run
+
+    def __call__(self, stage: str, **options) -> Any:
+        launched = bool(self.s.launcher) and stage in self.TRAINING
+        if self.dry_run or launched:
+            command = (shlex.split(self.s.launcher) + ["-m", "computerrl.cli.main"] if launched else ["computerrl"]) \
+                + stage.replace("tasks-build", "tasks build").split() + cli_args(options)
+            self.console.print(("" if self.dry_run else "$ ") + shlex.join(command), markup=False, highlight=False)
+            if not self.dry_run:
+                subprocess.run(command, check=True)
+            return None
+        module, config = STAGES[stage]
+        import importlib
+
+        stage_module = importlib.import_module(f"computerrl.stages.{module}")
+        cfg = getattr(stage_module, config)(**options)
+        return stage_module.run(cfg) if stage == "spawn-envs" else stage_module.run(cfg, self.console)
+
+
+STAGES = {"tasks-build": ("tasks_build", "BuildConfig"), "spawn-envs": ("spawn_envs", "SpawnEnvsConfig"),
+          "eval": ("eval", "EvalConfig"), "rollout": ("rollout", "RolloutConfig"), "grpo": ("grpo", "GRPOConfig"),
+          "sft": ("sft", "SFTConfig"), "filter-success": ("filter_success", "FilterSuccessConfig")}
+RENAMED = {"holdout_templates": "holdout-templates"}  # config fields whose option is spelled otherwise
+
+
+def cli_args(options: dict) -> list[str]:
+    """A stage's options as its command line (lists repeat their option, booleans are flags)."""
+    args = []
+    for key, value in options.items():
+        flag = "--" + RENAMED.get(key, key.replace("_", "-"))
+        if isinstance(value, bool):
+            args.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, list):
+            for v in value:
+                args += [flag, str(v)]
+        elif value is not None and value != "":  # "" is every stage's default where it is one
+            args += [flag, str(value)]
+    return args
+
+
+def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run: bool = False) -> list[dict]:
+    """The schedule for one seed into `out`; prints its table and returns its phase rows."""
+    from rich.console import Console
+
+    from computerrl.data.report import phase_row, rl_figures, schedule_plot, schedule_table
+
+    console = console or Console(soft_wrap=True)
+    step = Steps(s, console, dry_run)
+    out = Path(out)
+    tasks, envs = out / "tasks", out / "envs"
+    if not (tasks / "train").exists():
+        console.rule("tasks build")
+        step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, seed=seed, templates=s.templates,
+             holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model, budgets=s.budgets)
+    step("spawn-envs", out=envs, stop=True)  # desktops an interrupted run left behind
+    if step("spawn-envs", out=envs, count=s.envs, backend=s.backend, cache=tasks / "files", detach=True):
+        raise RuntimeError(f"the desktops did not start; see {envs}")
+    playing = dict(envs=envs, max_steps=s.max_steps, max_new_tokens=s.max_new_tokens, budgets=s.budgets,
+                   engine=s.engine, seed=seed)
+    training = dict(train_layers=s.train_layers, dtype=s.dtype, gradient_checkpointing=s.gradient_checkpointing)
+    phases: list[dict] = []
+
+    def evaluate(phase: str, checkpoint: str) -> None:
+        console.rule(f"eval: {phase}")
+        summary = step("eval", tasks=Path(s.eval_tasks) if s.eval_tasks else tasks / "test", model=checkpoint,
+                       limit=s.eval_limit, screenshots=False, out=out / f"eval-{phase}", **playing)
+        if not dry_run:
+            phases.append(phase_row(phase, summary, out / f"eval-{phase}") | rl_figures(out, phase))
+
+    def sft(folder: str, start: str, data: list[Path], epochs: int, lr: float) -> str:
+        console.rule(f"sft → {folder}")
+        step("sft", model=start, out=out / folder, data=data, epochs=epochs, lr=lr, batch_rows=s.batch_rows, seed=seed,
+             **training)
+        return str(out / folder)
+
+    def rl_phase(folder: str, start: str, first: int) -> tuple[str, list[Path]]:
+        policy, rollouts = start, []
+        for i in range(first, first + s.rl_iterations):
+            console.rule(f"RL {folder}: iteration {i}")
+            batches: list[Path] = []
+            for extra in range(1 + (s.dynamic_sampling if s.rl_tasks and not dry_run else 0)):
+                if extra and groups_with_signal(batches) >= s.rl_tasks:
+                    break  # the batch holds enough groups that can teach something
+                draw = tasks / "train" if not s.rl_tasks or dry_run else \
+                    _task_draw(tasks / "train", out / folder / (f"tasks-{i}" + (f"-{extra}" if extra else "")),
+                               s.rl_tasks, seed + i, part=extra)
+                if draw is None:
+                    break  # every train task was drawn
+                batches.append(out / folder / (f"rollout-{i}" + (f"-{extra}" if extra else "")))
+                step("rollout", tasks=draw, model=policy, samples=s.samples, temperature=1.0, iteration=i,
+                     out=batches[-1], **(playing | {"seed": seed + i + 1000 * extra}))
+            rollouts += batches
+            step("grpo", rollouts=batches, model=policy, ref=start, beta=s.beta, eps_low=s.eps_low,
+                 eps_high=s.eps_high, epochs=s.grpo_epochs, lr=s.lr_rl, out=out / folder / f"policy-{i}",
+                 seed=seed + i, **training)
+            policy = str(out / folder / f"policy-{i}")
+        return policy, rollouts
+
+    try:
+        if s.eval_base:
+            evaluate("base", model)
+        bc = sft("bc", model, [tasks / "expert"], s.bc_epochs, s.lr_bc)
+        evaluate("bc", bc)
+        rl1, rollouts1 = rl_phase("rl1", bc, 1)
+        evaluate("rl1", rl1)
+        console.rule("Entropulse")
+        kept = step("filter-success", rollouts=rollouts1, out=out / "successes", k=s.k, seed=seed)
+        if dry_run or kept["rows"]:
+            pulse = sft("entropulse", rl1, [out / "successes"], s.entropulse_epochs, s.lr_entropulse)
+        else:
+            console.print("[yellow]RL phase 1 had no successful trajectory: nothing to learn from, so Entropulse "
+                          "keeps the RL checkpoint as it is[/]")
+            pulse = rl1
+        evaluate("entropulse", pulse)
+        rl2, _ = rl_phase("rl2", pulse, 1 + s.rl_iterations)
+        evaluate("rl2", rl2)
+    finally:
+        step("spawn-envs", out=envs, stop=True)
+    if not dry_run:
+        console.print(schedule_table({seed: phases}))
+        schedule_plot(out, [p["phase"] for p in phases])
+        console.print(f"training curves: {out / 'schedule.png'}")
+    return phases
+
+
+def _task_draw(train: Path, out: Path, n: int, seed: int, part: int = 0) -> Path | None:
+    """Part `part` of n train tasks of the seed's shuffle (one RL iteration's batch, and its dynamic
+    sampling's further draws, none drawn twice), as a task dataset; None when the tasks ran out."""
+    from computerrl.data.datasets_io import load, save_atomic
+
+    if not out.exists():
+        ds = load(train)
+        chosen = range(part * n, min((part + 1) * n, len(ds)))
+        if not chosen:
+            return None
+        save_atomic(ds.shuffle(seed=seed).select(chosen), out)
+    return out
+
+
+def groups_with_signal(batches: list[Path]) -> int:
+    """GRPO groups of these rollouts whose rewards differ (a flat group teaches nothing)."""
+    from computerrl.policy.grpo_loss import group_advantages
+    from computerrl.stages.grpo import load_rows
+
+    rows = [r for r in load_rows(batches) if not r["error"]]
+    _, flat = group_advantages([r["reward"] for r in rows], [r["group_id"] for r in rows])
+    return len({r["group_id"] for r in rows} - flat)

@@ -1,0 +1,44 @@
+"""The schedule's report: paired tests between phases and the pooled table (no desktops)."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from computerrl.data.report import paired, pooled, schedule_table
+from computerrl.data.stats import mcnemar
+
+
+def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_pairs():
+    assert mcnemar(0, 0) == 1.0 and mcnemar(3, 3) == 1.0
+    assert mcnemar(0, 6) == pytest.approx(2 / 2 ** 6)  # six of six discordant pairs favour B
+    assert mcnemar(2, 10) == pytest.approx(2 * (1 + 12 + 66) / 2 ** 12)
+    assert mcnemar(10, 2) == mcnemar(2, 10)
+
+
+def phase(name: str, wins: list[bool], ood_from: int = 6, **extra) -> dict:
+    outcomes = {f"t{k}": (k >= ood_from, won) for k, won in enumerate(wins)}
+    return {"phase": name, "outcomes": outcomes, "entropy": 0.05, "action_entropy": 1.2, "invalid": 0.1, **extra}
+
+
+def test_pairs_are_the_same_seed_and_task():
+    bc = [phase("bc", [False] * 8), phase("bc", [True] + [False] * 7)]
+    rl = [phase("rl1", [True] * 6 + [False] * 2), phase("rl1", [True] * 6 + [False] * 2)]
+    d = paired(bc, rl)
+    assert d["n"] == 16 and d["delta"] == pytest.approx(11 / 16)  # 11 pairs went fail -> success, none back
+    assert d["p"] == pytest.approx(mcnemar(0, 11))
+    assert pooled(rl)["rate"] == pytest.approx(12 / 16) and pooled(rl, True)["rate"] == 0.0
+
+
+def test_the_table_pools_seeds_shows_each_and_fits_80_columns():
+    seeds = {0: [phase("bc", [True, False] * 4), phase("rl1", [True] * 8, flat=0.5)],
+             1: [phase("bc", [False] * 8), phase("rl1", [True] * 7 + [False], flat=0.25)]}
+    console = Console(record=True, width=80)
+    console.print(schedule_table(seeds))
+    text = console.export_text()
+    assert "…" not in text
+    assert "8 held-out tasks, seeds 0, 1" in text
+    rl1 = next(line.strip() for line in text.splitlines() if line.strip().startswith("rl1 "))
+    assert "94% [72%–99%]" in rl1  # 15 of 16, Wilson
+    assert "+69 (<0.001)" in rl1 and rl1.endswith("38%")  # p = 2/2^11; flat: the seeds' 0.5 and 0.25
+    assert "per seed: bc 50% 0%; rl1 100% 88%" in " ".join(text.split())

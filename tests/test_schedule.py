@@ -1,0 +1,89 @@
+"""The Entropulse schedule is defined once (cli/schedule.py): the GPU recipe the Justfile runs is a
+preset of it, and its dry run prints commands the CLI takes as they are (no desktops)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from computerrl.cli.main import app
+
+
+def dry_run(*args: str) -> list[list[str]]:
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["entropulse", "--dry-run", *args])
+    assert result.exit_code == 0, result.output
+    return [shlex.split(line) for line in result.output.splitlines() if "computerrl" in line]
+
+
+def parse(command: list[str]):
+    """The click context of a printed command, parsed as the CLI parses it (an unknown option or a
+    bad value raises)."""
+    words = command[command.index("computerrl.cli.main") + 1:] if "-m" in command else command[1:]
+    group = typer.main.get_command(app)
+    cmd, rest = group, words
+    while hasattr(cmd, "commands"):  # down the subcommands: "tasks build"
+        cmd, rest = cmd.commands[rest[0]], rest[1:]
+    return cmd.make_context(words[0], list(rest))
+
+
+def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
+    commands = dry_run("--preset", "osworld", "--model", "ckpt/GLM-4-9B", "--out", "runs/osw",
+                       "--set", "eval_tasks=osworld-tasks", "--set", "rl_iterations=3")
+    for command in commands:
+        parse(command)
+    stages = [c[c.index("computerrl.cli.main") + 1] if "-m" in c else c[1] for c in commands]
+    assert stages == ["tasks", "spawn-envs", "spawn-envs", "sft", "eval"] + ["rollout", "grpo"] * 3 + \
+        ["eval", "filter-success", "sft", "eval"] + ["rollout", "grpo"] * 3 + ["eval", "spawn-envs"]
+    trained = [c for c in commands if "-m" in c]
+    assert len(trained) == 8 and all(c[:4] == ["accelerate", "launch", "--config_file",
+                                               "configs/accelerate/zero2.yaml"] for c in trained)
+    assert all("--gradient-checkpointing" in c and c[c.index("--dtype") + 1] == "bfloat16" for c in trained)
+    rollouts = [parse(c) for c in commands if c[1] == "rollout"]
+    assert {ctx.params["engine"] for ctx in rollouts} == {"vllm"} and {ctx.params["samples"] for ctx in rollouts} == {8}
+    evals = [parse(c) for c in commands if c[1] == "eval"]
+    assert [str(ctx.params["tasks"]) for ctx in evals] == ["osworld-tasks"] * 4
+    grpo = [parse(c) for c in commands if "grpo" in c]
+    assert [str(ctx.params["ref"]) for ctx in grpo] == ["runs/osw/bc"] * 3 + ["runs/osw/entropulse"] * 3
+    assert {ctx.params["beta"] for ctx in grpo} == {0.001} and {ctx.params["lr"] for ctx in grpo} == {1e-6}
+    fleet = parse(commands[2])
+    assert fleet.params["backend"] == "docker" and fleet.params["count"] == 256
+
+
+def test_the_cpu_demo_trains_in_process_with_its_bc_settings():
+    commands = dry_run("--preset", "demo", "--out", "runs/demo")
+    assert not any("accelerate" in c for c in commands)
+    for command in commands:
+        parse(command)
+    sft = parse(next(c for c in commands if c[1] == "sft"))
+    assert sft.params["lr"] == 3e-4 and sft.params["epochs"] == 3 and sft.params["train_layers"] == 8
+
+
+@pytest.mark.parametrize("bad", ["nope=1", "rl_iterations", "rl_iterations=many"])
+def test_a_bad_setting_is_refused_with_the_known_ones(bad):
+    result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", bad])
+    assert result.exit_code == 2 and "--set" in result.output
+
+
+def test_dynamic_sampling_counts_the_groups_with_signal_and_draws_new_tasks(tmp_path):
+    """DAPO's dynamic sampling: a group whose G rewards are all equal (or whose trajectories were all
+    aborted) brings no signal; further draws take tasks not drawn before, and run out."""
+    import datasets
+
+    from computerrl.cli.schedule import _task_draw, groups_with_signal
+    from computerrl.data.datasets_io import load, save_atomic
+    from tests.test_training import step_row, write_steps
+
+    rows = [step_row("a", 0, 0, success=True), step_row("a", 1, 0, success=False),  # signal
+            step_row("b", 0, 0, success=True), step_row("b", 1, 0, success=True),  # flat
+            step_row("c", 0, 0, success=False), step_row("c", 1, 0, success=True, error="desktop lost")]  # flat
+    assert groups_with_signal([write_steps(tmp_path / "r0", rows)]) == 1
+    more = [step_row("d", 0, 0, success=False), step_row("d", 1, 0, success=True)]
+    assert groups_with_signal([tmp_path / "r0", write_steps(tmp_path / "r1", more)]) == 2
+
+    save_atomic(datasets.Dataset.from_dict({"task_id": [f"t{k}" for k in range(5)]}), tmp_path / "train")
+    parts = [_task_draw(tmp_path / "train", tmp_path / f"draw-{k}", 2, seed=3, part=k) for k in range(4)]
+    drawn = [list(load(p)["task_id"]) for p in parts[:3]]
+    assert [len(d) for d in drawn] == [2, 2, 1] and len(set(sum(drawn, []))) == 5 and parts[3] is None
