@@ -135,7 +135,7 @@ def rollout_run(engine, budgets, pool, tasks, n: int, steps: int) -> dict:
 def main() -> None:
     import datasets
 
-    from computerrl.cli.entropulse import PRESETS
+    from computerrl.cli.schedule import PRESETS
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
     from computerrl.data.suites.build import generate, task_rows, write_files

@@ -17,6 +17,7 @@ schedule resumes by running the same command again. `dry_run` prints the steps a
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import shlex
 import subprocess
 from pathlib import Path
@@ -116,24 +117,22 @@ class Steps:
                 subprocess.run(command, check=True)
             return None
         module, config = STAGES[stage]
-        import importlib
-
         stage_module = importlib.import_module(f"computerrl.stages.{module}")
         cfg = getattr(stage_module, config)(**options)
         return stage_module.run(cfg) if stage == "spawn-envs" else stage_module.run(cfg, self.console)
 
 
-STAGES = {"tasks-build": ("tasks_build", "BuildConfig"), "spawn-envs": ("spawn_envs", "SpawnEnvsConfig"),
-          "eval": ("eval", "EvalConfig"), "rollout": ("rollout", "RolloutConfig"), "grpo": ("grpo", "GRPOConfig"),
-          "sft": ("sft", "SFTConfig"), "filter-success": ("filter_success", "FilterSuccessConfig")}
-RENAMED = {"holdout_templates": "holdout-templates"}  # config fields whose option is spelled otherwise
+STAGES = {  # the schedule's steps: stage module and its config class
+    "tasks-build": ("tasks_build", "BuildConfig"), "spawn-envs": ("spawn_envs", "SpawnEnvsConfig"),
+    "eval": ("eval", "EvalConfig"), "rollout": ("rollout", "RolloutConfig"), "grpo": ("grpo", "GRPOConfig"),
+    "sft": ("sft", "SFTConfig"), "filter-success": ("filter_success", "FilterSuccessConfig")}
 
 
 def cli_args(options: dict) -> list[str]:
     """A stage's options as its command line (lists repeat their option, booleans are flags)."""
     args = []
     for key, value in options.items():
-        flag = "--" + RENAMED.get(key, key.replace("_", "-"))
+        flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             args.append(flag if value else "--no-" + flag[2:])
         elif isinstance(value, list):

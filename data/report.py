@@ -26,8 +26,7 @@ def phase_row(phase: str, summary: dict, folder: Path) -> dict:
                 outcomes[r["task_id"]] = (bool(r["ood"]), r["successes"] / r["samples"] >= 0.5)
     overall = summary["overall"]
     return {"phase": phase, "outcomes": outcomes, "entropy": overall["mean_entropy"],
-            "action_entropy": overall.get("action_entropy", float("nan")), "invalid": overall["invalid_rate"],
-            "folder": str(folder)}
+            "action_entropy": overall.get("action_entropy", float("nan")), "folder": str(folder)}
 
 
 def rl_figures(run: Path, phase: str) -> dict:

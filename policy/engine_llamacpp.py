@@ -26,7 +26,7 @@ from computerrl.policy.checkpoint import load_tokenizer
 from computerrl.policy.engines import ENGINES, Generation, Sampling
 from computerrl.policy.logprobs import chat_prompt_ids
 
-PREFIXES_KEPT = 8  # cached system prompts (sequences of their own in the KV cache)
+PREFIXES_KEPT = 4  # cached system prompts (sequences of their own in the KV cache)
 CHUNK = 512  # tokens per forward pass while prefilling
 
 
@@ -37,7 +37,8 @@ class LlamaCppEngine:
     def __init__(self, checkpoint: Path, sampling: Sampling, *, gguf_type: str = "f16", max_batch: int = 8,
                  context: int = 4096, threads: int = 0):
         """`max_batch`: chats sampled together at most; `context`: tokens a chat may hold, prompt and
-        answer; `threads`: llama.cpp's threads (0 = every core)."""
+        answer; `threads`: llama.cpp's threads (0 = every core). The KV cache holds (max_batch +
+        PREFIXES_KEPT) × context tokens, allocated at once: 1.1 GB for SmolLM2 at the defaults."""
         try:
             import llama_cpp
         except ImportError:

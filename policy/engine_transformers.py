@@ -161,9 +161,10 @@ class TransformersEngine:
 
 
 def fast_dtype(device: str) -> str:
-    """bfloat16 where the device computes it natively (a GPU, or a CPU with AMX or AVX-512 BF16), else float32."""
+    """bfloat16 on a CPU that computes it natively (AMX or AVX-512 BF16), else float32 (on a GPU too:
+    the trainer's dtype, as before)."""
     if not device.startswith("cpu"):
-        return "float32"  # as before on GPUs: the trainer's dtype
+        return "float32"
     try:
         flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
     except (OSError, StopIteration):

@@ -18,7 +18,7 @@ def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_pairs():
 
 def phase(name: str, wins: list[bool], ood_from: int = 6, **extra) -> dict:
     outcomes = {f"t{k}": (k >= ood_from, won) for k, won in enumerate(wins)}
-    return {"phase": name, "outcomes": outcomes, "entropy": 0.05, "action_entropy": 1.2, "invalid": 0.1, **extra}
+    return {"phase": name, "outcomes": outcomes, "entropy": 0.05, "action_entropy": 1.2, **extra}
 
 
 def test_pairs_are_the_same_seed_and_task():
