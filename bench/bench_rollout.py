@@ -1,7 +1,8 @@
-"""Rollout benchmark: the embedded model acting in real desktops on this machine, the engine as it
-was (the baseline: transformers in float32, its KV cache growing every token) against the CPU
-demo's (the engine as rollout opens it: here transformers in bfloat16, which this CPU computes
-natively, decoding into a KV cache allocated once).
+"""Rollout benchmark: the embedded model acting in real desktops on this machine, the rollout path
+as it was (the baseline: transformers in float32, its KV cache growing every token, answered by a
+batcher thread) against the CPU demo's (the engine as rollout opens it: here transformers in
+bfloat16, which this CPU computes natively, decoding into a KV cache allocated once, answered from
+the main thread as rollout serves it).
 
     python -m computerrl.bench.bench_rollout                          # 1, 4 and 8 desktops (~25 min)
     python -m computerrl.bench.bench_rollout --desktops 4 --steps 12    # quick look
@@ -90,13 +91,16 @@ def episodes(pool, policy, tasks, n: int, steps: int, clock: dict) -> tuple[int,
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
     for th in threads:
         th.start()
+    if getattr(policy, "needs_serving", False):  # as rollout serves it: from the main thread
+        policy.serve(until=lambda: not any(th.is_alive() for th in threads))
     for th in threads:
         th.join()
     return done["steps"], time.monotonic() - t0
 
 
-def rollout_run(engine, budgets, pool, tasks, n: int, steps: int) -> dict:
-    """One path at n desktops: the rollout, then its first chats again with the model alone."""
+def rollout_run(engine, budgets, pool, tasks, n: int, steps: int, background: bool) -> dict:
+    """One path at n desktops: the rollout (the policy served by a thread of its own, or by the main
+    thread), then its first chats again with the model alone."""
     from computerrl.policy.agent import ModelPolicy
 
     clock = {"env_s": 0.0, "model_s": 0.0, "tokens": 0, "batches": 0, "lock": threading.Lock()}
@@ -107,7 +111,7 @@ def rollout_run(engine, budgets, pool, tasks, n: int, steps: int) -> dict:
         clock["batches"] += 1
 
     engine.forget_prefixes()  # cold, as a rollout starts
-    policy = ModelPolicy(engine, budgets, version="bench", max_batch=n, on_batch=on_batch)
+    policy = ModelPolicy(engine, budgets, version="bench", max_batch=n, on_batch=on_batch, background=background)
     act = policy.act
 
     def recorded(instruction, observation, history, act=act):
@@ -182,7 +186,7 @@ def main() -> None:
                 env_only = env_steps / env_wall
                 results[f"env_only_steps_per_s_{n}"] = round(env_only, 3)
                 for path, engine in paths.items():
-                    r = rollout_run(engine, budgets, pool, tasks, n, args.steps)
+                    r = rollout_run(engine, budgets, pool, tasks, n, args.steps, background=path == "baseline")
                     prefix = "" if path == "fast" else "baseline_"
                     r["overlap"] = r["steps_per_s"] / min(r["model_only"], env_only)
                     for key in ("steps_per_s", "tokens_per_s", "model_share", "env_share", "mean_batch", "model_only",

@@ -106,6 +106,8 @@ def play_all(pool, policy, jobs: Sequence[tuple[TaskItem, int]], journal: "Journ
         threads = [threading.Thread(target=worker, name=f"play-{k}", daemon=True) for k in range(pool.size)]
         for th in threads:
             th.start()
+        if getattr(policy, "needs_serving", False):  # a model policy answered from this (the main) thread
+            policy.serve(until=lambda: not any(th.is_alive() for th in threads))
         for th in threads:
             th.join()
     if any(left.values()):

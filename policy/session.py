@@ -17,14 +17,15 @@ from computerrl.policy.prompt import BUDGETS, budgets_for
 
 def open_policy(model: str, *, engine: str = "transformers", temperature: float = 1.0, max_new_tokens: int = 96,
                 budgets: str = "", max_batch: int = 8, seed: int = 0, device: str = "cpu",
-                llm_url: str = "") -> ModelPolicy:
+                llm_url: str = "", background: bool = True) -> ModelPolicy:
     """`device`: the transformers engine's torch device; `llm_url`: the openai engine's server(s),
-    comma-separated (its API key, if any, from $OPENAI_API_KEY)."""
+    comma-separated (its API key, if any, from $OPENAI_API_KEY); `background`: see `ModelPolicy`."""
     folder = resolve(model)
     chosen = BUDGETS[budgets or budgets_for(parameter_count(folder))]
     eng = open_engine(folder, engine=engine, temperature=temperature, max_new_tokens=max_new_tokens, device=device,
                       llm_url=llm_url)
-    return ModelPolicy(eng, chosen, version=policy_version(folder), max_batch=max_batch, seed=seed)
+    return ModelPolicy(eng, chosen, version=policy_version(folder), max_batch=max_batch, seed=seed,
+                       background=background)
 
 
 def open_engine(folder, *, engine: str, temperature: float, max_new_tokens: int, device: str, llm_url: str):
@@ -85,6 +86,7 @@ class PlayConfig:
         return {k: str(v) for k, v in dataclasses.asdict(self).items() if k not in NOT_IN_KEY}
 
     def open_policy(self) -> ModelPolicy:
+        """The policy, served by the thread that plays the episodes (`trajectories.play_all`)."""
         return open_policy(self.model, engine=self.engine, temperature=self.temperature,
                            max_new_tokens=self.max_new_tokens, budgets=self.budgets, max_batch=self.max_batch,
-                           seed=self.seed, device=self.device, llm_url=self.llm_url)
+                           seed=self.seed, device=self.device, llm_url=self.llm_url, background=False)
