@@ -79,12 +79,12 @@ def schedule_table(seeds: dict[int, list[dict]]):
             return "—"
         return f"{d['delta'] * 100:+.0f} ({'<0.001' if d['p'] < 0.001 else format(d['p'], '.3f')})"
 
+    bc = phases.index("bc") if "bc" in by_phase else 0
     for k, name in enumerate(phases):
         rows = by_phase[name]
         total = pooled(rows)
         prev = paired(by_phase[phases[k - 1]], rows) if k else {"n": 0}
-        first_trained = "bc" if "bc" in by_phase else phases[0]
-        from_bc = paired(by_phase[first_trained], rows) if phases.index(first_trained) < k - 1 else {"n": 0}
+        from_bc = paired(by_phase[phases[bc]], rows) if bc < k - 1 else {"n": 0}  # at bc + 1 it is Δ prev
         flat = [r["flat"] for r in rows if "flat" in r]
         t.add_row(name, f"{pct(total['rate'])} [{pct(total['ci'][0])}–{pct(total['ci'][1])}]",
                   pct(pooled(rows, False)["rate"]), pct(pooled(rows, True)["rate"]), delta(prev), delta(from_bc),
