@@ -9,7 +9,8 @@ repeats over a trajectory's steps, a group's samples and (but for the task) ever
 So there the engine keeps the KV cache of recent heads — the longest common beginning of a batch's
 system prompts — and samples the whole batch in one call from it (`prefix_cache`), decoding into
 a KV cache allocated once for the batch's whole length (`static_cache`) rather than one that grows
-(and is copied) every token.
+(and is copied) every token. Each decode step reads that head's keys once for the whole batch
+rather than once per row (`policy.shared_attention`).
 
 `dtype="auto"` runs bfloat16 on a CPU that computes it natively (AMX or AVX-512 BF16: about 3.7×
 the float32 prefill of the embedded model here) and float32 elsewhere. Rows sampled in another
@@ -19,9 +20,11 @@ the trainer's own weights for them, weighing the difference as for vLLM.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
+from computerrl.policy import shared_attention
 from computerrl.policy.checkpoint import load_model, load_tokenizer
 from computerrl.policy.engines import ENGINES, Generation, Sampling
 from computerrl.policy.logprobs import chat_prompt_ids
@@ -71,7 +74,9 @@ class TransformersEngine:
             with torch.no_grad():
                 if not self.prefix_cache:
                     return self._sample(prompts)
-                return self._sample(prompts, self._head(chats, prompts))
+                head = self._head(chats, prompts)
+                with shared_head_attention(self.model, len(head) if self.static_cache else 0):
+                    return self._sample(prompts, head)
         finally:
             self.model.train(was_training)
 
@@ -158,6 +163,23 @@ class TransformersEngine:
 
     def close(self) -> None:
         self.model = None
+
+
+@contextlib.contextmanager
+def shared_head_attention(model, tokens: int):
+    """Within: `model` decodes with `shared_attention`, the first `tokens` cached positions read once
+    for the batch (0: the model's own attention, untouched)."""
+    if not tokens:
+        yield
+        return
+    config = model.config
+    before = config._attn_implementation
+    config._attn_implementation = shared_attention.register()
+    try:
+        with shared_attention.shared_prefix(tokens):
+            yield
+    finally:
+        config._attn_implementation = before
 
 
 def fast_dtype(device: str) -> str:

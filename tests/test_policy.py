@@ -95,6 +95,39 @@ def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
     assert gens[0].prompt_ids == engine.chat_ids(chats[0])
 
 
+def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samples(engine, monkeypatch):
+    """A batch decodes from its cached system prompt with `shared_attention` (the head's keys read once
+    for every row): every layer takes that path, and the answers and their log-probs are plain
+    SDPA's (float32, the same seed)."""
+    import contextlib
+
+    import torch
+
+    from computerrl.policy import engine_transformers, shared_attention
+
+    chats = [build_messages(f"Put {v} in B2.", OBS, [(f"answer {k}", "Done") for k in range(v % 3)], BUDGETS["tiny"],
+                            engine.count_tokens) for v in (1, 22, 333)]  # other lengths: padding after the head
+    used = []
+    split = shared_attention.shared_prefix
+
+    @contextlib.contextmanager
+    def watched(tokens):
+        with split(tokens):
+            yield
+            used.append((tokens, len(shared_attention.STATE.head)))
+
+    monkeypatch.setattr(shared_attention, "shared_prefix", watched)
+    shared = engine.generate(chats, seed=7)
+    head = engine._head(chats, [engine.chat_ids(c) for c in chats])
+    assert used == [(len(head), engine.model.config.num_hidden_layers)]
+    monkeypatch.setattr(engine_transformers, "shared_head_attention", lambda model, tokens: contextlib.nullcontext())
+    plain = engine.generate(chats, seed=7)
+    assert engine.model.config._attn_implementation == "sdpa"  # put back after the shared call
+    for s, p in zip(shared, plain):
+        assert s.response_ids == p.response_ids
+        assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(p.logprobs), atol=1e-5)
+
+
 def test_bfloat16_rows_say_so_and_stay_close_to_the_trainers_numbers():
     """The bfloat16 engine (the CPU demo's where the CPU computes bfloat16) names its precision in the
     rows, so GRPO recomputes πold in float32; its numbers stay near the trainer's."""
