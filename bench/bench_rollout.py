@@ -18,14 +18,18 @@ real env servers over gRPC), then one env-only run per n:
   from a cold prefix cache: steps/s.
 - env only: n desktops stepping a constant valid action, no model: steps/s.
 overlap = rollout steps/s ÷ min(model-only, env-only) steps/s: 1 means the slower side never
-waits on the faster one. speedup_<n> = the fast path's rollout steps/s ÷ the baseline's. Prints
-the figures, then one flat JSON line of results.
+waits on the faster one. speedup_<n> = the fast path's rollout steps/s ÷ the baseline's.
+Where a step's time goes (per chat, seconds): `build_s` building its prompt (the a11y tree cut to
+budget with the tokenizer), `tokenize_s` turning the chat into ids, `prefill_s` the model reading
+it (the model-only chats again with a one-token answer) and `decode_s` the rest of model-only's
+time, the answer's tokens. Prints the figures, then one flat JSON line of results.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import tempfile
 import threading
@@ -36,6 +40,7 @@ from computerrl.apis.parser import format_answer
 from computerrl.envs.backends.local import LocalBackend
 from computerrl.envs.episode import play
 from computerrl.envs.pool import EnvPool, wait_healthy
+from computerrl.policy import agent
 from computerrl.policy.agent import Decision
 
 
@@ -101,9 +106,7 @@ def episodes(pool, policy, tasks, n: int, steps: int, clock: dict) -> tuple[int,
 def rollout_run(engine, budgets, pool, tasks, n: int, steps: int, background: bool) -> dict:
     """One path at n desktops: the rollout (the policy served by a thread of its own, or by the main
     thread), then its first chats again with the model alone."""
-    from computerrl.policy.agent import ModelPolicy
-
-    clock = {"env_s": 0.0, "model_s": 0.0, "tokens": 0, "batches": 0, "lock": threading.Lock()}
+    clock = {"env_s": 0.0, "model_s": 0.0, "build_s": 0.0, "tokens": 0, "batches": 0, "lock": threading.Lock()}
     chats: list = []
 
     def on_batch(size: int, seconds: float) -> None:
@@ -111,7 +114,7 @@ def rollout_run(engine, budgets, pool, tasks, n: int, steps: int, background: bo
         clock["batches"] += 1
 
     engine.forget_prefixes()  # cold, as a rollout starts
-    policy = ModelPolicy(engine, budgets, version="bench", max_batch=n, on_batch=on_batch, background=background)
+    policy = agent.ModelPolicy(engine, budgets, version="bench", max_batch=n, on_batch=on_batch, background=background)
     act = policy.act
 
     def recorded(instruction, observation, history, act=act):
@@ -122,18 +125,49 @@ def rollout_run(engine, budgets, pool, tasks, n: int, steps: int, background: bo
         return d
 
     policy.act = recorded
-    played, wall = episodes(pool, policy, tasks, n, steps, clock)
+    build = agent.build_messages
+
+    def timed_build(*args, **kwargs):
+        t = time.monotonic()
+        try:
+            return build(*args, **kwargs)
+        finally:
+            with clock["lock"]:
+                clock["build_s"] += time.monotonic() - t
+
+    agent.build_messages = timed_build
+    try:
+        played, wall = episodes(pool, policy, tasks, n, steps, clock)
+    finally:
+        agent.build_messages = build
     policy.close(engine=False)
-    engine.forget_prefixes()
+    batches = [chats[k:k + n] for k in range(0, min(len(chats), max(6, 2 * n)), n)]  # the rollout's first chats
+    model_only = model_time(engine, batches)
+    sampling = engine.sampling
+    engine.sampling = dataclasses.replace(sampling, max_new_tokens=1)
+    try:
+        prefill = model_time(engine, batches)
+    finally:
+        engine.sampling = sampling
     t0 = time.monotonic()
-    model_steps = 0
-    for k in range(0, min(len(chats), max(6, 2 * n)), n):  # the rollout's first chats, n at a time
-        engine.generate(chats[k:k + n], seed=k)
-        model_steps += len(chats[k:k + n])
+    for chat in sum(batches, []):
+        engine.chat_ids(chat)
+    asked = sum(map(len, batches))
     return {"steps_per_s": played / wall, "tokens_per_s": clock["tokens"] / wall,
             "model_share": clock["model_s"] / wall, "env_share": clock["env_s"] / n / wall,
-            "mean_batch": played / max(1, clock["batches"]),
-            "model_only": model_steps / (time.monotonic() - t0)}
+            "mean_batch": played / max(1, clock["batches"]), "model_only": asked / model_only,
+            "build_s": clock["build_s"] / played, "tokenize_s": (time.monotonic() - t0) / asked,
+            "prefill_s": prefill / asked, "decode_s": (model_only - prefill) / asked}
+
+
+def model_time(engine, batches: list) -> float:
+    """Seconds the engine takes to answer these batches, from a cold prefix cache as a rollout starts."""
+    engine.forget_prefixes()
+    t0 = time.monotonic()
+    for k, batch in enumerate(batches):
+        engine.generate(batch, seed=k)
+    engine.forget_prefixes()
+    return time.monotonic() - t0
 
 
 def main() -> None:
@@ -190,13 +224,14 @@ def main() -> None:
                     prefix = "" if path == "fast" else "baseline_"
                     r["overlap"] = r["steps_per_s"] / min(r["model_only"], env_only)
                     for key in ("steps_per_s", "tokens_per_s", "model_share", "env_share", "mean_batch", "model_only",
-                                "overlap"):
+                                "overlap", "build_s", "tokenize_s", "prefill_s", "decode_s"):
                         results[f"{prefix}{key}_{n}"] = round(r[key], 3)
                     print(f"{n} desktops, {path}: {r['steps_per_s']:.3f} steps/s, {r['tokens_per_s']:.1f} tokens/s, "
                           f"{r['mean_batch']:.1f} chats a batch; "
                           f"wall time in model {r['model_share']:.0%}, in desktops {r['env_share']:.0%}; model only "
-                          f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}",
-                          flush=True)
+                          f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}; "
+                          f"per chat: prompt {r['build_s']:.3f} s, ids {r['tokenize_s']:.3f} s, prefill "
+                          f"{r['prefill_s']:.3f} s, decode {r['decode_s']:.3f} s", flush=True)
                 results[f"speedup_{n}"] = round(results[f"steps_per_s_{n}"] / results[f"baseline_steps_per_s_{n}"], 2)
                 print(f"{n} desktops: speedup {results[f'speedup_{n}']}x", flush=True)
                 pool.close()

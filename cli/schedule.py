@@ -23,19 +23,26 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-CALC = "calc_column_stat,calc_rename_sheet,calc_add_sheet,calc_clear_cell,calc_bold_header,calc_freeze_header"
+# The CPU demo's suite: six trained templates and two held out of train. Each held-out one asks for a
+# function seen in training, used in a way no train task shows (chosen before any run on them):
+# clear_cell is set_cell_value (column_stat's) with None on a cell the instruction names; font_color
+# is format_range (bold_header's, fill_header's) on one cell with the font_color keyword and a colour
+# written out in the instruction, as fill_header writes its background's.
+CALC = ("calc_column_stat,calc_rename_sheet,calc_add_sheet,calc_bold_header,calc_fill_header,calc_freeze_header,"
+        "calc_clear_cell,calc_font_color")
+CALC_HELD_OUT = "calc_clear_cell,calc_font_color"
 
 
 @dataclasses.dataclass
 class Schedule:
     # the tasks (a generated suite; eval_tasks may name OSWorld's files instead of its test split)
     templates: str = CALC  # task templates of the suite ("" = all)
-    holdout: str = "calc_freeze_header"  # templates only the test split draws from (out-of-distribution)
+    holdout: str = CALC_HELD_OUT  # templates only the test split draws from (out-of-distribution)
     train_tasks: int = 24  # generated train tasks
-    test_tasks: int = 18  # generated test tasks (held out: eval only)
+    test_tasks: int = 96  # generated test tasks (held out: eval only; templates take equal shares)
     build_envs: int = 0  # desktops replaying the reference solutions (0 = envs)
     eval_tasks: str = ""  # tasks every phase is evaluated on ("" = the suite's test split)
-    eval_limit: int = 12  # the first N of them (0 = all; the suite interleaves templates)
+    eval_limit: int = 0  # the first N of them (0 = all; the suite interleaves templates)
     eval_base: bool = False  # evaluate the starting model too (the paper's table starts at BC)
     # the desktops and the policy's engine
     envs: int = 4  # desktops; the model answers all of them in one batch
