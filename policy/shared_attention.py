@@ -52,7 +52,7 @@ def shared_prefix_attention(module, query, key, value, attention_mask, dropout: 
     if not h or q != 1 or b == 1 or dropout or key.shape[2] <= h or attention_mask is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
-    kv_heads, rest = key.shape[1], key.shape[2] - h
+    kv_heads = key.shape[1]
     g = heads // kv_heads  # query heads per key head: query head i reads key head i // g
     scaling = scaling if scaling is not None else d ** -0.5
     layer = getattr(module, "layer_idx", id(module))
