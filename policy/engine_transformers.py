@@ -137,8 +137,9 @@ class TransformersEngine:
         mask = torch.tensor([[1] * h + [0] * (width - len(p)) + [1] * (len(p) - h) for p in prompts],
                             device=self.device)
         s = self.sampling
-        config = GenerationConfig(do_sample=s.temperature > 0, temperature=s.temperature or None, top_k=None,
-                                  top_p=None, max_new_tokens=s.max_new_tokens, eos_token_id=self.eos_id,
+        # top_k 0, not None: transformers reads None as "unset" and samples from the 50 likeliest tokens
+        config = GenerationConfig(do_sample=s.temperature > 0, temperature=s.temperature or None, top_k=0,
+                                  top_p=1.0, max_new_tokens=s.max_new_tokens, eos_token_id=self.eos_id,
                                   pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True)
         extra = {"cache": self._prefix_cache(head, len(prompts), width + s.max_new_tokens)} if head else {}
         out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **extra)

@@ -95,9 +95,30 @@ def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
     assert gens[0].prompt_ids == engine.chat_ids(chats[0])
 
 
+def test_sampling_draws_from_the_whole_distribution_the_logprobs_describe():
+    """Behaviour log-probs are those of plain temperature sampling, so tokens outside the 50 likeliest
+    must be drawn too (transformers' generate cuts to those 50 unless told not to): at T = 3 many are."""
+    import torch
+
+    from computerrl.policy.checkpoint import embedded_checkpoint
+    from computerrl.policy.engines import Sampling, make_engine
+
+    engine = make_engine("transformers", embedded_checkpoint(), Sampling(temperature=3.0, max_new_tokens=24),
+                         dtype="float32")
+    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["tiny"], engine.count_tokens) for v in (1, 22)]
+    ranks = []
+    for g in engine.generate(chats, seed=0):
+        ids = torch.tensor([g.prompt_ids + g.response_ids])
+        with torch.no_grad():
+            logits = engine.model(input_ids=ids).logits[0, len(g.prompt_ids) - 1:-1]
+        chosen = logits.gather(-1, torch.tensor(g.response_ids).unsqueeze(-1))
+        ranks += (logits > chosen).sum(-1).tolist()  # how many tokens were likelier than the one drawn
+    assert max(ranks) >= 50, ranks
+
+
 def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samples(engine, monkeypatch):
     """A batch decodes from its cached system prompt with `shared_attention` (the head's keys read once
-    for every row): every layer takes that path, and the answers and their log-probs are plain
+    for every row; its prompt as plain matrix products): every layer takes that path, and the answers and their log-probs are plain
     SDPA's (float32, the same seed)."""
     import contextlib
 
@@ -114,12 +135,12 @@ def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samp
     def watched(tokens):
         with split(tokens):
             yield
-            used.append((tokens, len(shared_attention.STATE.head)))
+            used.append((tokens, len(shared_attention.STATE.head), bool(shared_attention.STATE.prompt_mask)))
 
     monkeypatch.setattr(shared_attention, "shared_prefix", watched)
     shared = engine.generate(chats, seed=7)
     head = engine._head(chats, [engine.chat_ids(c) for c in chats])
-    assert used == [(len(head), engine.model.config.num_hidden_layers)]
+    assert used == [(len(head), engine.model.config.num_hidden_layers, True)]  # the prompt took it too
     monkeypatch.setattr(engine_transformers, "shared_head_attention", lambda model, tokens: contextlib.nullcontext())
     plain = engine.generate(chats, seed=7)
     assert engine.model.config._attn_implementation == "sdpa"  # put back after the shared call
