@@ -117,9 +117,9 @@ def test_sampling_draws_from_the_whole_distribution_the_logprobs_describe():
 
 
 def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samples(engine, monkeypatch):
-    """A batch decodes from its cached system prompt with `shared_attention` (the head's keys read once
-    for every row; its prompt as plain matrix products): every layer takes that path, and the answers and their log-probs are plain
-    SDPA's (float32, the same seed)."""
+    """A batch samples from its cached system prompt with `shared_attention` (its prompt as plain
+    matrix products, each decode step reading the head's keys once for every row): every layer takes
+    that path, and the answers and their log-probs are plain SDPA's (float32, the same seed)."""
     import contextlib
 
     import torch
