@@ -47,7 +47,7 @@ def command(
     from rich.console import Console
 
     from computerrl.cli.schedule import PRESETS, override, run
-    from computerrl.data.report import schedule_table
+    from computerrl.data.report import schedule_report
 
     preset = "quick" if quick else preset
     if preset not in PRESETS:
@@ -68,4 +68,4 @@ def command(
         by_seed[s] = run(schedule, Path(out) / f"seed-{s}" if seeds else Path(out), model, s, console,
                          dry_run=dry_run)
     if len(by_seed) > 1 and not dry_run:
-        console.print(schedule_table(by_seed))
+        console.print(schedule_report(by_seed))

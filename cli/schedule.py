@@ -6,7 +6,10 @@ demo and the paper's GPU recipe (`computerrl entropulse`; the Justfile's `demo` 
       → RL phase 1: N × (rollout → grpo) → eval
       → Entropulse: filter-success over phase 1's rollouts → sft → eval
       → RL phase 2: N × (rollout → grpo), the Entropulse checkpoint as KL reference → eval
-      → one table (success per phase with intervals and paired tests) and RUN/schedule.png
+      → two tables (success per phase with intervals and paired tests; exploration) and RUN/schedule.png
+
+Every "eval" is a greedy one on the eval tasks (success) and, with `explore_tasks`, K plays at
+temperature 1 of the first of them (pass@K, distinct actions: how much the phase explores).
 
 Each step is a stage with its options; it runs in this process (`stage.run(config)`), or, for the
 training stages when `launcher` is set (`accelerate launch --config_file …`), as that command on
@@ -44,6 +47,8 @@ class Schedule:
     eval_tasks: str = ""  # tasks every phase is evaluated on ("" = the suite's test split)
     eval_limit: int = 0  # the first N of them (0 = all; the suite interleaves templates)
     eval_base: bool = False  # evaluate the starting model too (the paper's table starts at BC)
+    explore_tasks: int = 16  # the first N eval tasks each phase also plays explore_samples times at T = 1 (0 = none)
+    explore_samples: int = 4  # K: pass@K and the distinct actions of K plays measure exploration
     # the desktops and the policy's engine
     envs: int = 4  # desktops; the model answers all of them in one batch
     backend: str = "local"  # spawn-envs backend: local or docker
@@ -75,10 +80,11 @@ class Schedule:
 
 PRESETS = {
     "demo": Schedule(),  # CPU, the embedded model, ≤ 60 min on 2 cores
+    # every phase at the smallest size that runs it: ≤ 10 min, CI runs it
     "quick": Schedule(templates="calc_column_stat,calc_rename_sheet,calc_add_sheet", holdout="calc_add_sheet",
                       train_tasks=4, test_tasks=3, envs=2, bc_epochs=2, rl_iterations=1, rl_tasks=2, samples=2,
                       max_steps=3, max_new_tokens=40, grpo_epochs=1, entropulse_epochs=1, k=2, train_layers=2,
-                      eval_limit=0),  # every phase at the smallest size that runs it: ≤ 10 min, CI runs it
+                      eval_limit=0, explore_tasks=2, explore_samples=2),
     # The paper's recipe on GPUs (this project's choices where the paper gives no number): the full
     # generated suites, vLLM rollouts over a Docker fleet, DeepSpeed ZeRO-2 training in bfloat16.
     "osworld": Schedule(templates="", holdout="", train_tasks=2000, test_tasks=300, build_envs=16, eval_limit=0,
@@ -154,7 +160,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     """The schedule for one seed into `out`; prints its table and returns its phase rows."""
     from rich.console import Console
 
-    from computerrl.data.report import phase_row, rl_figures, schedule_plot, schedule_table
+    from computerrl.data.report import exploration, phase_row, rl_figures, schedule_plot, schedule_report
 
     console = console or Console(soft_wrap=True)
     step = Steps(s, console, dry_run)
@@ -174,10 +180,17 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
 
     def evaluate(phase: str, checkpoint: str) -> None:
         console.rule(f"eval: {phase}")
-        summary = step("eval", tasks=Path(s.eval_tasks) if s.eval_tasks else tasks / "test", model=checkpoint,
-                       limit=s.eval_limit, screenshots=False, out=out / f"eval-{phase}", **playing)
+        eval_tasks = Path(s.eval_tasks) if s.eval_tasks else tasks / "test"
+        summary = step("eval", tasks=eval_tasks, model=checkpoint, limit=s.eval_limit, screenshots=False,
+                       out=out / f"eval-{phase}", **playing)
+        sampled = {}
+        if s.explore_tasks and s.explore_samples:
+            console.rule(f"eval: {phase}, {s.explore_samples} plays a task at T = 1")
+            sampled = step("eval", tasks=eval_tasks, model=checkpoint, limit=s.explore_tasks, screenshots=False,
+                           samples=s.explore_samples, temperature=1.0, out=out / f"explore-{phase}", **playing)
         if not dry_run:
-            phases.append(phase_row(phase, summary, out / f"eval-{phase}") | rl_figures(out, phase))
+            phases.append(phase_row(phase, summary, out / f"eval-{phase}") | rl_figures(out, phase)
+                          | (exploration(sampled) if sampled else {}))
 
     def sft(folder: str, start: str, data: list[Path], epochs: int, lr: float) -> str:
         console.rule(f"sft → {folder}")
@@ -229,7 +242,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     finally:
         step("spawn-envs", out=envs, stop=True)
     if not dry_run:
-        console.print(schedule_table({seed: phases}))
+        console.print(schedule_report({seed: phases}))
         schedule_plot(out, [p["phase"] for p in phases])
         console.print(f"training curves: {out / 'schedule.png'}")
     return phases

@@ -1,6 +1,7 @@
-"""The Entropulse schedule's report: one table row per evaluated phase, pooled over seeds, with
-paired tests between phases, and the paper's training-curve figure (rollout reward and policy
-entropy across every training step)."""
+"""The Entropulse schedule's report: per evaluated phase, pooled over seeds, its success with paired
+tests between phases and its exploration (entropies, pass@k and distinct actions of sampled plays,
+GRPO's flat groups), and the paper's training-curve figure (rollout reward and policy entropy
+across every training step)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ def phase_row(phase: str, summary: dict, folder: Path) -> dict:
     overall = summary["overall"]
     return {"phase": phase, "outcomes": outcomes, "entropy": overall["mean_entropy"],
             "action_entropy": overall.get("action_entropy", float("nan")), "folder": str(folder)}
+
+
+def exploration(summary: dict) -> dict:
+    """What a phase's sampled eval (K plays a task at T = 1) says of how much it explores."""
+    overall = summary["overall"]
+    return {"k": summary["samples"], "pass_1": overall["success_rate"], "pass_k": overall["pass_at_k"],
+            "distinct": overall.get("distinct_actions", float("nan"))}
 
 
 def rl_figures(run: Path, phase: str) -> dict:
@@ -57,22 +65,35 @@ def paired(a: list[dict], b: list[dict]) -> dict:
             "n": len(pairs)}
 
 
-def schedule_table(seeds: dict[int, list[dict]]):
-    """Success per phase on the held-out tasks, pooled over the seeds (each seed's phase rows, in
-    schedule order), with the paired differences; fits 80 columns."""
-    from rich import box
-    from rich.table import Table
+def schedule_report(seeds: dict[int, list[dict]]):
+    """The schedule's two tables, each fitting 80 columns: success per phase on the held-out tasks,
+    pooled over the seeds (each seed's phase rows, in schedule order), with the paired differences;
+    then each phase's exploration."""
+    from rich.console import Group
 
     phases = [p["phase"] for p in next(iter(seeds.values()))]
     by_phase = {name: [rows[k] for rows in seeds.values()] for k, name in enumerate(phases)}
+    return Group(success_table(seeds, phases, by_phase), exploration_table(by_phase))
+
+
+def _pct(x: float) -> str:
+    return "—" if math.isnan(x) else f"{x:.0%}"
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    values = [r[key] for r in rows if key in r and not math.isnan(r[key])]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def success_table(seeds: dict, phases: list[str], by_phase: dict[str, list[dict]]):
+    from rich import box
+    from rich.table import Table
+
     n_tasks = pooled(by_phase[phases[0]])["n"] // len(seeds)
     t = Table(title=f"Entropulse schedule: success on {n_tasks} held-out tasks, seed{'s' * (len(seeds) > 1)} "
-                    f"{', '.join(map(str, seeds))}", box=box.SIMPLE_HEAD, padding=0)
-    for col in ("phase", "success [95% CI]", "seen", "new", "Δ prev (p)", "Δ BC (p)", "H tok", "H act", "flat"):
+                    f"{', '.join(map(str, seeds))}", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for col in ("phase", "success [95% CI]", "seen", "new", "Δ prev (p)", "Δ BC (p)"):
         t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
-
-    def pct(x: float) -> str:
-        return "—" if math.isnan(x) else f"{x:.0%}"
 
     def delta(d: dict) -> str:
         if not d["n"]:
@@ -85,20 +106,38 @@ def schedule_table(seeds: dict[int, list[dict]]):
         total = pooled(rows)
         prev = paired(by_phase[phases[k - 1]], rows) if k else {"n": 0}
         from_bc = paired(by_phase[phases[bc]], rows) if bc < k - 1 else {"n": 0}  # at bc + 1 it is Δ prev
-        flat = [r["flat"] for r in rows if "flat" in r]
-        t.add_row(name, f"{pct(total['rate'])} [{pct(total['ci'][0])}–{pct(total['ci'][1])}]",
-                  pct(pooled(rows, False)["rate"]), pct(pooled(rows, True)["rate"]), delta(prev), delta(from_bc),
-                  f"{sum(r['entropy'] for r in rows) / len(rows):.3f}",
-                  f"{sum(r['action_entropy'] for r in rows) / len(rows):.2f}",
-                  pct(sum(flat) / len(flat)) if flat else "")
+        t.add_row(name, f"{_pct(total['rate'])} [{_pct(total['ci'][0])}–{_pct(total['ci'][1])}]",
+                  _pct(pooled(rows, False)["rate"]), _pct(pooled(rows, True)["rate"]), delta(prev), delta(from_bc))
     t.caption = ("success pooled over seeds × tasks (greedy, one trajectory each), Wilson interval; seen / new: "
                  "templates seen in training / held out; Δ: difference in points from the previous phase and from "
-                 "BC on the same seeds and tasks, exact McNemar p-value in brackets; H tok: mean token entropy of "
-                 "eval answers (nats); H act: entropy of the action functions chosen; flat: GRPO groups whose "
-                 "rewards were all equal (no signal), mean over the phase's iterations")
+                 "BC on the same seeds and tasks, exact McNemar p-value in brackets")
     if len(seeds) > 1:
         t.caption += "\nper seed: " + "; ".join(
-            f"{name} " + " ".join(pct(pooled([r])["rate"]) for r in by_phase[name]) for name in phases)
+            f"{name} " + " ".join(_pct(pooled([r])["rate"]) for r in by_phase[name]) for name in phases)
+    return t
+
+
+def exploration_table(by_phase: dict[str, list[dict]]):
+    from rich import box
+    from rich.table import Table
+
+    k = next((r["k"] for rows in by_phase.values() for r in rows if "k" in r), 0)
+    t = Table(title="how much each phase explores", box=box.SIMPLE_HEAD, padding=(0, 1))
+    sampled = {"pass@1": "pass_1", f"pass@{k}": "pass_k", "acts": "distinct"} if k else {}
+    for col in ("phase", "H tok", "H act", *sampled, "flat"):
+        t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
+    for name, rows in by_phase.items():
+        flat = _mean(rows, "flat")
+        t.add_row(name, f"{_mean(rows, 'entropy'):.3f}", f"{_mean(rows, 'action_entropy'):.2f}",
+                  *[_pct(_mean(rows, key)) if key != "distinct" else f"{_mean(rows, key):.1f}"
+                    for key in sampled.values()], "" if math.isnan(flat) else _pct(flat))
+    t.caption = ("H tok: mean token entropy of the greedy eval's answers (nats); H act: entropy of the action "
+                 "functions it chose; "
+                 + (f"pass@1, pass@{k}: success of {k} plays per task at temperature 1 (unbiased estimator), on "
+                    f"the first tasks of the eval set; acts: distinct actions (function and arguments) those {k} "
+                    "plays took, mean per task; " if k else "")
+                 + "flat: GRPO groups whose rewards were all equal (no signal), mean over the phase's iterations; "
+                 "means over seeds")
     return t
 
 

@@ -43,6 +43,12 @@ def action_function(step: dict) -> str:
     return f"{action['api']}.{action['name']}"
 
 
+def action_key(step: dict) -> str:
+    """What a step row did, exactly (function and arguments), or "invalid": two steps that did the
+    same thing have the same key."""
+    return step["action"] if step["action_valid"] and step["action"] else "invalid"
+
+
 def mcnemar(only_a: int, only_b: int) -> float:
     """Exact two-sided McNemar p-value for paired binary outcomes: `only_a` pairs where only A
     succeeded, `only_b` where only B did (the pairs where both agree say nothing of a difference).

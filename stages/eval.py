@@ -4,7 +4,7 @@ The policy plays every task K times (`--samples`) on the desktops of a `spawn-en
 the same episode loop as `rollout`. Reported, overall, per domain and — for suites built with
 `--holdout-templates` — in-distribution (seen templates, new parameters) vs out-of-distribution
 (unseen templates): success rate with its 95% Wilson interval, pass@K when K > 1 (the unbiased
-estimator), mean steps, invalid-action rate, aborted trajectories (excluded from the rates, never
+estimator) and the distinct actions a task's K trajectories took (how much the policy explores), mean steps, invalid-action rate, aborted trajectories (excluded from the rates, never
 failures), the policy's mean token entropy, and the entropy of its choice of action function (how
 varied its actions are). Tasks this build cannot run are listed as skipped with the reason.
 
@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from computerrl.data.files import write_atomic
-from computerrl.data.stats import action_function, entropy, pass_at_k, wilson
+from computerrl.data.stats import action_function, action_key, entropy, pass_at_k, wilson
 from computerrl.envs.episode import EVALUATOR_ERROR
 from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
 from computerrl.policy.session import PlayConfig
@@ -81,6 +81,7 @@ def per_task(trajectories: list[dict], items, samples: int) -> list[dict]:
                      "success_rate": sum(t["success"] for t in played) / len(played) if played else 0.0,
                      "pass_at_k": pass_at_k(len(played), sum(t["success"] for t in played), samples)
                      if len(played) >= samples else float("nan"),
+                     "distinct_actions": len({action_key(r) for r in steps}),
                      "mean_steps": len(steps) / len(played) if played else 0.0,
                      "invalid_rate": sum(not r["action_valid"] for r in steps) / len(steps) if steps else 0.0,
                      "aborted": len(group) - len(played),
@@ -96,9 +97,11 @@ def aggregate(results: list[dict], steps: list[dict]) -> dict:
     wins = sum(r["successes"] for r in results)
     low, high = wilson(wins, n)
     passes = [r["pass_at_k"] for r in results if not math.isnan(r["pass_at_k"])]
+    played = [r for r in results if r["samples"]]
     entropies = [s["entropy"] for s in steps if not math.isnan(s["entropy"])]
     return {"tasks": len(results), "trajectories": n, "successes": wins, "success_rate": wins / n if n else 0.0,
             "ci95": [low, high], "pass_at_k": sum(passes) / len(passes) if passes else float("nan"),
+            "distinct_actions": sum(r["distinct_actions"] for r in played) / len(played) if played else float("nan"),
             "mean_steps": sum(r["mean_steps"] * r["samples"] for r in results) / n if n else 0.0,
             "invalid_rate": sum(not s["action_valid"] for s in steps) / len(steps) if steps else 0.0,
             "aborted": sum(r["aborted"] for r in results),
@@ -158,7 +161,8 @@ def table(summary: dict):
     columns = {  # header: the cell of a group; pass@k, lost and errors only when they say something
         "group": None, "tasks": lambda g: str(g["tasks"]), "success": lambda g: f"{g['success_rate']:.0%}",
         "95% CI": lambda g: f"{g['ci95'][0]:.0%}–{g['ci95'][1]:.0%}",
-        **({f"pass@{k}": lambda g: f"{g['pass_at_k']:.0%}"} if k > 1 else {}),
+        **({f"pass@{k}": lambda g: f"{g['pass_at_k']:.0%}", "acts": lambda g: f"{g['distinct_actions']:.1f}"}
+           if k > 1 else {}),
         "steps": lambda g: f"{g['mean_steps']:.1f}", "invalid": lambda g: f"{g['invalid_rate']:.0%}",
         **({"lost": lambda g: str(g["aborted"] - g.get("evaluator_errors", 0))} if lost else {}),
         **({"errors": lambda g: str(g.get("evaluator_errors", 0))} if errors else {}),
@@ -170,9 +174,11 @@ def table(summary: dict):
     for name, g in groups + [("[bold]overall[/]", overall)]:
         t.add_row(name, *[cell(g) for cell in list(columns.values())[1:]])
     t.caption = ("seen/new tmpl.: tasks of templates seen in training (new parameters) / held-out templates; "
-                 "steps: mean per trajectory; invalid: share of invalid actions; lost: trajectories whose desktop "
-                 "was lost; errors: the evaluator failed on its own expected file (both left out of the rates); "
-                 "H tok: mean token entropy (nats); H act: entropy of the action functions chosen")
+                 "steps: mean per trajectory; "
+                 + ("acts: distinct actions a task's samples took, mean per task; " if k > 1 else "")
+                 + "invalid: share of invalid actions; lost: trajectories whose desktop was lost; errors: the "
+                 "evaluator failed on its own expected file (both left out of the rates); H tok: mean token entropy "
+                 "(nats); H act: entropy of the action functions chosen")
     if summary["skipped"]:
         t.caption += f"\n{len(summary['skipped'])} tasks skipped (this build cannot run them; see summary.json)"
     return t

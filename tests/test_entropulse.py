@@ -27,9 +27,15 @@ def test_the_quick_schedule_trains_and_evaluates_every_phase_and_prints_the_tabl
         assert any(line.startswith(f"{phase} ") for line in lines), table
         summary = json.loads((out / f"eval-{phase}" / "summary.json").read_text())
         assert summary["overall"]["tasks"] == 3 and set(summary["splits"]) == {"in-distribution", "out-of-distribution"}
-    for header in ("success [95% CI]", "seen", "new", "Δ prev (p)", "Δ BC (p)", "H tok", "flat"):
-        assert header in table, header
-    rl1_row = next(line for line in lines if line.startswith("rl1 "))
+        sampled = json.loads((out / f"explore-{phase}" / "summary.json").read_text())  # K plays at T = 1
+        assert sampled["samples"] == 2 and sampled["overall"]["tasks"] == 2
+        assert 1 <= sampled["overall"]["distinct_actions"] <= 2 * 3  # 2 plays of at most 3 steps
+    success, explored = table.split("how much each phase explores")
+    for header in ("success [95% CI]", "seen", "new", "Δ prev (p)", "Δ BC (p)"):
+        assert header in success, header
+    for header in ("H tok", "H act", "pass@1", "pass@2", "acts", "flat"):
+        assert header in explored, header
+    rl1_row = next(line.strip() for line in explored.splitlines() if line.strip().startswith("rl1 "))
     assert "%" in rl1_row.split()[-1]  # its GRPO batches' share of flat groups
     assert not any(line.startswith("base ") for line in lines)  # the base model is evaluated only with --eval-base
     # the checkpoints chain: base → BC → RL1 → (Entropulse, when RL1 had a success) → RL2

@@ -67,6 +67,12 @@ def test_aborted_trajectories_are_counted_apart_never_as_failures(evaluated):
     assert overall["pass_at_k"] == pytest.approx(1.0)  # a and c: pass@2 = 1 each; b has too few samples
 
 
+def test_distinct_actions_count_what_a_tasks_samples_did_differently(evaluated):
+    results, summary = evaluated
+    assert {r["task_id"]: r["distinct_actions"] for r in results} == {"a": 3, "b": 1, "c": 1}  # click, exit, invalid
+    assert summary["overall"]["distinct_actions"] == pytest.approx(5 / 3)
+
+
 def test_summary_splits_domains_and_distribution(evaluated):
     _, summary = evaluated
     assert summary["domains"]["writer"]["success_rate"] == 1.0
@@ -83,7 +89,7 @@ def test_table_and_plots_show_every_group(evaluated, tmp_path):
     console = Console(record=True, width=80)  # a terminal's or a log's width: every header and cell whole
     console.print(table(summary))
     text = console.export_text()
-    for name in ("calc", "writer", "seen tmpl.", "new tmpl.", "overall", "pass@2", "60%", "invalid", "H tok", "H act",
+    for name in ("calc", "writer", "seen tmpl.", "new tmpl.", "overall", "pass@2", "acts", "60%", "invalid", "H tok", "H act",
                  "1 tasks skipped"):
         assert name in text, name
     assert "…" not in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from computerrl.data.report import paired, pooled, schedule_table
+from computerrl.data.report import paired, pooled, schedule_report
 from computerrl.data.stats import mcnemar
 
 
@@ -30,15 +30,22 @@ def test_pairs_are_the_same_seed_and_task():
     assert pooled(rl)["rate"] == pytest.approx(12 / 16) and pooled(rl, True)["rate"] == 0.0
 
 
-def test_the_table_pools_seeds_shows_each_and_fits_80_columns():
-    seeds = {0: [phase("bc", [True, False] * 4), phase("rl1", [True] * 8, flat=0.5)],
-             1: [phase("bc", [False] * 8), phase("rl1", [True] * 7 + [False], flat=0.25)]}
+def test_the_tables_pool_seeds_show_each_and_fit_80_columns():
+    explore = {"k": 4, "pass_1": 0.5, "pass_k": 0.75, "distinct": 3.0}
+    seeds = {0: [phase("bc", [True, False] * 4, **explore), phase("rl1", [True] * 8, flat=0.5, **explore)],
+             1: [phase("bc", [False] * 8, **explore),
+                 phase("rl1", [True] * 7 + [False], flat=0.25, **explore | {"pass_k": 1.0, "distinct": 2.0})]}
     console = Console(record=True, width=80)
-    console.print(schedule_table(seeds))
+    console.print(schedule_report(seeds))
     text = console.export_text()
     assert "…" not in text
     assert "8 held-out tasks, seeds 0, 1" in text
-    rl1 = next(line.strip() for line in text.splitlines() if line.strip().startswith("rl1 "))
+    success, explored = text.split("how much each phase explores")
+    rl1 = next(line.strip() for line in success.splitlines() if line.strip().startswith("rl1 "))
     assert "94% [72%–99%]" in rl1  # 15 of 16, Wilson
-    assert "+69 (<0.001)" in rl1 and rl1.endswith("38%")  # p = 2/2^11; flat: the seeds' 0.5 and 0.25
-    assert "per seed: bc 50% 0%; rl1 100% 88%" in " ".join(text.split())
+    assert "+69 (<0.001)" in rl1  # p = 2/2^11
+    assert "per seed: bc 50% 0%; rl1 100% 88%" in " ".join(success.split())
+    header = next(line.split() for line in explored.splitlines() if line.strip().startswith("phase "))
+    assert header == ["phase", "H", "tok", "H", "act", "pass@1", "pass@4", "acts", "flat"]
+    rl1 = next(line.split() for line in explored.splitlines() if line.strip().startswith("rl1 "))
+    assert rl1 == ["rl1", "0.050", "1.20", "50%", "88%", "2.5", "38%"]  # means over seeds; flat: 0.5 and 0.25

@@ -35,8 +35,9 @@ def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
     for command in commands:
         parse(command)
     stages = [c[c.index("computerrl.cli.main") + 1] if "-m" in c else c[1] for c in commands]
-    assert stages == ["tasks", "spawn-envs", "spawn-envs", "sft", "eval"] + ["rollout", "grpo"] * 3 + \
-        ["eval", "filter-success", "sft", "eval"] + ["rollout", "grpo"] * 3 + ["eval", "spawn-envs"]
+    evaluated = ["eval", "eval"]  # greedy on every eval task, then K plays at T = 1 of the first ones
+    assert stages == ["tasks", "spawn-envs", "spawn-envs", "sft", *evaluated] + ["rollout", "grpo"] * 3 + \
+        [*evaluated, "filter-success", "sft", *evaluated] + ["rollout", "grpo"] * 3 + [*evaluated, "spawn-envs"]
     trained = [c for c in commands if "-m" in c]
     assert len(trained) == 8 and all(c[:4] == ["accelerate", "launch", "--config_file",
                                                "configs/accelerate/zero2.yaml"] for c in trained)
@@ -44,7 +45,9 @@ def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
     rollouts = [parse(c) for c in commands if c[1] == "rollout"]
     assert {ctx.params["engine"] for ctx in rollouts} == {"vllm"} and {ctx.params["samples"] for ctx in rollouts} == {8}
     evals = [parse(c) for c in commands if c[1] == "eval"]
-    assert [str(ctx.params["tasks"]) for ctx in evals] == ["osworld-tasks"] * 4
+    assert [str(ctx.params["tasks"]) for ctx in evals] == ["osworld-tasks"] * 8
+    assert [(ctx.params["samples"], ctx.params["temperature"], ctx.params["limit"]) for ctx in evals[:2]] == \
+        [(1, 0.0, 0), (4, 1.0, 16)]
     grpo = [parse(c) for c in commands if "grpo" in c]
     assert [str(ctx.params["ref"]) for ctx in grpo] == ["runs/osw/bc"] * 3 + ["runs/osw/entropulse"] * 3
     assert {ctx.params["beta"] for ctx in grpo} == {0.001} and {ctx.params["lr"] for ctx in grpo} == {1e-6}
