@@ -28,6 +28,7 @@ import contextlib
 import threading
 
 NAME = "shared_prefix"
+SCORES_PER_BLOCK = 4 << 20  # a prompt's attention scores computed at once (8 MB in bfloat16)
 
 
 class _State(threading.local):
@@ -85,7 +86,8 @@ def shared_prefix_attention(module, query, key, value, attention_mask, dropout: 
 
 
 def prompt_attention(query, key, value, attention_mask, g: int, scaling: float):
-    """A prompt's attention as matrix products: scores, plus the mask as a bias, softmax, values."""
+    """A prompt's attention as matrix products (scores, plus the mask as a bias, softmax, values), a
+    row and a block of queries at a time so that each block's scores stay in the CPU's cache."""
     import torch
 
     b, heads, q, d = query.shape
@@ -97,10 +99,15 @@ def prompt_attention(query, key, value, attention_mask, g: int, scaling: float):
         bias = bias.masked_fill_(~allowed[..., :filled], float("-inf")).unsqueeze(2)  # (b, 1, 1, q, filled)
         STATE.prompt_mask = mask, filled, bias = attention_mask, filled, bias
     kv_heads = key.shape[1]
-    grouped = (query * scaling).reshape(b, kv_heads, g * q, d)
-    scores = torch.matmul(grouped, key[:, :, :filled].transpose(-1, -2)).reshape(b, kv_heads, g, q, filled)
-    weights = torch.softmax(scores.add_(bias), -1).reshape(b, kv_heads, g * q, filled)
-    out = torch.matmul(weights, value[:, :, :filled])  # (b, kv, g·q, d)
+    grouped = (query * scaling).reshape(b, kv_heads, g, q, d)
+    keys, values = key[:, :, :filled].transpose(-1, -2).unsqueeze(2), value[:, :, :filled].unsqueeze(2)
+    out = torch.empty_like(grouped)
+    block = max(1, SCORES_PER_BLOCK // (heads * filled))
+    for row in range(b):
+        for i in range(0, q, block):
+            scores = torch.matmul(grouped[row, :, :, i:i + block], keys[row])  # (kv, g, block, filled)
+            weights = torch.softmax(scores.add_(bias[row, :, :, i:i + block]), -1)
+            out[row, :, :, i:i + block] = torch.matmul(weights, values[row])
     return out.reshape(b, heads, q, d).transpose(1, 2), None
 
 

@@ -138,6 +138,7 @@ def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samp
             used.append((tokens, len(shared_attention.STATE.head), bool(shared_attention.STATE.prompt_mask)))
 
     monkeypatch.setattr(shared_attention, "shared_prefix", watched)
+    monkeypatch.setattr(shared_attention, "SCORES_PER_BLOCK", 20_000)  # the prompt in several blocks of queries
     shared = engine.generate(chats, seed=7)
     head = engine._head(chats, [engine.chat_ids(c) for c in chats])
     assert used == [(len(head), engine.model.config.num_hidden_layers, True)]  # the prompt took it too
