@@ -1,4 +1,4 @@
-"""Decoding attention for a batch whose rows begin with the same tokens (the system prompt).
+"""Attention for a batch whose rows begin with the same tokens (the system prompt), on a CPU.
 
 The transformers engine samples a batch of chats from one cached system prompt, so every row of
 its KV cache holds the same keys and values for the first `tokens` positions. At a decode step
@@ -13,10 +13,11 @@ splits the keys in two:
 and takes one softmax over both, so its result is SDPA's to float error (tested).
 
 Prompts (several query positions after the head) take plain matrix products in the model's dtype
-with the mask added, over the cache's filled part only: on a CPU, SDPA's attention kernel computes
-in float32 at a tenth of the bfloat16 matrix product's speed, and was 60% of a prompt's time here.
-In float32 both give the same numbers to float error (tested); in bfloat16 these scores are rounded
-as the model's are.
+with the mask added, over the cache's filled part only, a row and a block of queries at a time so
+that the scores stay in cache. SDPA's CPU kernel computes in float32, far below the bfloat16 matrix
+product's speed: it was 60% of a prompt's time here, and this takes half as long at the demo's
+shapes. In float32 both give the same numbers to float error (tested); in bfloat16 these scores are
+rounded as the model's are.
 
 Registered with transformers as "shared_prefix"; outside a `shared_prefix(tokens)` block it is
 plain SDPA.
