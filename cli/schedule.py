@@ -34,6 +34,7 @@ from typing import Any
 CALC = ("calc_column_stat,calc_rename_sheet,calc_add_sheet,calc_bold_header,calc_fill_header,calc_freeze_header,"
         "calc_clear_cell,calc_font_color")
 CALC_HELD_OUT = "calc_clear_cell,calc_font_color"
+PHASES = ("base", "bc", "rl1", "entropulse", "rl2")  # the phases evaluated, in order
 
 
 @dataclasses.dataclass
@@ -43,10 +44,13 @@ class Schedule:
     holdout: str = CALC_HELD_OUT  # templates only the test split draws from (out-of-distribution)
     train_tasks: int = 24  # generated train tasks
     test_tasks: int = 96  # generated test tasks (held out: eval only; templates take equal shares)
+    valid_tasks: int = 0  # generated validation tasks, from train's templates (SUITE/valid: tune settings on them)
+    suite: str = ""  # where the suite is built, or found built ("" = RUN/tasks; runs that compare settings share one)
     build_envs: int = 0  # desktops replaying the reference solutions (0 = envs)
     eval_tasks: str = ""  # tasks every phase is evaluated on ("" = the suite's test split)
     eval_limit: int = 0  # the first N of them (0 = all; the suite interleaves templates)
     eval_base: bool = False  # evaluate the starting model too (the paper's table starts at BC)
+    stop_after: str = ""  # end the schedule once this phase is evaluated (base, bc, rl1, entropulse; "" = run all)
     explore_tasks: int = 16  # the first N eval tasks each phase also plays explore_samples times at T = 1 (0 = none)
     explore_samples: int = 4  # K: pass@K and the distinct actions of K plays measure exploration
     # the desktops and the policy's engine
@@ -76,6 +80,11 @@ class Schedule:
     k: int = 4  # successful trajectories per task kept for Entropulse
     entropulse_epochs: int = 2
     lr_entropulse: float = 5e-5
+
+    def __post_init__(self):
+        if self.stop_after not in ("", *PHASES) or (self.stop_after == "base" and not self.eval_base):
+            raise ValueError(f"stop_after={self.stop_after!r}: expected one of {', '.join(PHASES[1:])} "
+                             "(or base, with eval_base)")
 
 
 PRESETS = {
@@ -165,11 +174,12 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     console = console or Console(soft_wrap=True)
     step = Steps(s, console, dry_run)
     out = Path(out)
-    tasks, envs = out / "tasks", out / "envs"
+    tasks, envs = Path(s.suite) if s.suite else out / "tasks", out / "envs"
     if not (tasks / "train").exists():
         console.rule("tasks build")
-        step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, seed=seed, templates=s.templates,
-             holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model, budgets=s.budgets)
+        step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, valid=s.valid_tasks, seed=seed,
+             templates=s.templates, holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model,
+             budgets=s.budgets)
     step("spawn-envs", out=envs, stop=True)  # desktops an interrupted run left behind
     if step("spawn-envs", out=envs, count=s.envs, backend=s.backend, cache=tasks / "files", detach=True):
         raise RuntimeError(f"the desktops did not start; see {envs}")
@@ -191,6 +201,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         if not dry_run:
             phases.append(phase_row(phase, summary, out / f"eval-{phase}") | rl_figures(out, phase)
                           | (exploration(sampled) if sampled else {}))
+        if phase == s.stop_after:
+            raise _Stopped
 
     def sft(folder: str, start: str, data: list[Path], epochs: int, lr: float) -> str:
         console.rule(f"sft → {folder}")
@@ -239,6 +251,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         evaluate("entropulse", pulse)
         rl2, _ = rl_phase("rl2", pulse, 1 + s.rl_iterations)
         evaluate("rl2", rl2)
+    except _Stopped:
+        console.print(f"stopped after {s.stop_after}, as asked (stop_after)")
     finally:
         step("spawn-envs", out=envs, stop=True)
     if not dry_run:
@@ -246,6 +260,10 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         schedule_plot(out, [p["phase"] for p in phases])
         console.print(f"training curves: {out / 'schedule.png'}")
     return phases
+
+
+class _Stopped(Exception):
+    """The phase `stop_after` names is evaluated: the schedule ends there."""
 
 
 def _task_draw(train: Path, out: Path, n: int, seed: int, part: int = 0) -> Path | None:

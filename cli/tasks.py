@@ -109,13 +109,15 @@ def fetch(
     raise typer.Exit(1 if failed else 0)
 
 
-@app.command("build", help="Generate a task suite offline from templates x parameters (train and test never share "
-             "an instance), write its files cache, and (with --replay) replay every reference solution on real "
+@app.command("build", help="Generate a task suite offline from templates x parameters (train, test and valid never "
+             "share an instance), write its files cache, and (with --replay) replay every reference solution on real "
              "desktops, keeping only tasks that score 1.0 and writing the replays as an expert step dataset.")
 def build(
     out: OutDir,
     train: Annotated[int, typer.Option(help="Train instances to generate.")] = 2000,
     test: Annotated[int, typer.Option(help="Test instances to generate.")] = 300,
+    valid: Annotated[int, typer.Option(help="Validation instances to generate, from train's templates (OUT/valid: "
+                                            "choose settings on them, never on test).")] = 0,
     seed: Seed = 0,
     templates: Annotated[str, typer.Option(help="Comma-separated template names (default: all; an unknown name "
                                             "lists the known ones).")] = "",
@@ -136,7 +138,7 @@ def build(
     from computerrl.stages.tasks_build import BuildConfig, run
 
     try:
-        cfg = BuildConfig(out=out, train=train, test=test, seed=seed, templates=templates, replay=replay, envs=envs,
+        cfg = BuildConfig(out=out, train=train, test=test, valid=valid, seed=seed, templates=templates, replay=replay, envs=envs,
                           workdir=workdir, model=model, budgets=budgets,
                           holdout_templates=holdout_templates)
     except (ValueError, KeyError) as e:

@@ -1,6 +1,7 @@
 """`computerrl tasks build`: generate a task suite and prove every task solvable on real desktops.
 
-Instances come from templates × parameters (`data.suites`), split so that train and test never
+Instances come from templates × parameters (`data.suites`), split so that train, test and valid
+(`--valid`, drawn from train's templates, for choosing settings without looking at test) never
 share an instance; their files go to a cache folder (`files/`, read by env servers with
 `--cache`). With `--replay` (the default) every reference solution is played on local desktops
 through the same episode loop, parser and prompt a model gets (`envs.episode`,
@@ -9,8 +10,8 @@ expert step dataset for behaviour cloning, whose `messages` are the prompts the 
 (built for `--model`'s tokenizer and prompt budgets).
 
 Reads:  nothing (templates are code), and `--model`'s tokenizer.
-Writes: OUT/train, OUT/test (task datasets: task_id, domain, template, instruction, task_json,
-        solution, gui_solution), OUT/expert (step dataset of the train tasks' replays: the BC data),
+Writes: OUT/train, OUT/test, OUT/valid (task datasets: task_id, domain, template, instruction,
+        task_json, solution, gui_solution; valid only with --valid), OUT/expert (step dataset of the train tasks' replays: the BC data),
         OUT/files (cache + index.json).
         A build killed half-way resumes from OUT/.replays.jsonl.
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from computerrl.data.suites import Instance, get_template
-from computerrl.data.suites.build import generate, pick_holdout, task_rows, write_files
+from computerrl.data.suites.build import pick_holdout, splits, task_rows, write_files
 
 JOURNAL = ".replays.jsonl"  # replays of a build in progress, one JSON line each: a rerun resumes from them
 
@@ -47,10 +48,11 @@ class BuildConfig:
     model: str = "embedded"  # checkpoint whose tokenizer and prompt budgets the expert prompts are built for
     budgets: str = ""  # prompt budget name (policy.prompt.BUDGETS; "" = chosen by the model's size)
     holdout_templates: str = ""  # templates only test draws from: a count N or comma-separated names ("" = none)
+    valid: int = 0  # validation instances, from train's templates (choose settings on them, never on test)
 
     def __post_init__(self):
-        if self.train < 0 or self.test < 0 or self.train + self.test == 0:
-            raise ValueError("--train and --test must be >= 0 and not both 0")
+        if self.train < 0 or self.test < 0 or self.valid < 0 or self.train + self.test == 0:
+            raise ValueError("--train, --test and --valid must be >= 0, and --train and --test not both 0")
         if self.envs < 1:
             raise ValueError("--envs must be at least 1")
         for name in self.template_names:
@@ -79,17 +81,21 @@ def run(cfg: BuildConfig, console=None) -> dict:
     console = console or Console(soft_wrap=True)
     out = Path(cfg.out)
     t0 = time.perf_counter()
-    train, test = generate(cfg.train, cfg.test, cfg.seed, cfg.template_names or None, cfg.holdout)
+    drawn = splits(cfg.train, cfg.test, cfg.valid, cfg.seed, cfg.template_names or None, cfg.holdout)
+    train, test, valid = drawn["train"], drawn["test"], drawn["valid"]
     if cfg.holdout:
         console.print(f"held out of train: {', '.join(cfg.holdout)} "
                       f"({sum(i.template in cfg.holdout for i in test)} out-of-distribution test tasks)")
     gen_s = time.perf_counter() - t0
-    write_files(train + test, out / "files")
-    console.print(f"generated {len(train)} train + {len(test)} test instances from "
-                  f"{len({i.template for i in train + test})} templates in {gen_s:.1f} s; files in {out / 'files'}")
-    summary: dict = {"generated": {"train": len(train), "test": len(test)}, "generate_s": round(gen_s, 2)}
-    if cfg.replay and train + test:
-        replays = _replay(cfg, out, train + test, console)
+    everything = train + test + valid
+    write_files(everything, out / "files")
+    console.print(f"generated {len(train)} train + {len(test)} test" + (f" + {len(valid)} valid" if valid else "")
+                  + f" instances from {len({i.template for i in everything})} templates in {gen_s:.1f} s; "
+                  f"files in {out / 'files'}")
+    summary: dict = {"generated": {"train": len(train), "test": len(test), "valid": len(valid)},
+                     "generate_s": round(gen_s, 2)}
+    if cfg.replay and everything:
+        replays = _replay(cfg, out, everything, console)
         kept = {r.task_id for r in replays if r.success}
         dropped = {r.task_id: why_dropped(r) for r in replays if not r.success}
         reasons = Counter(why.split(":")[0] for why in dropped.values())
@@ -97,7 +103,7 @@ def run(cfg: BuildConfig, console=None) -> dict:
                       (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if dropped else ""))
         for task_id, why in dropped.items():
             console.print(f"  dropped {task_id}: {why[:300]}", markup=False, highlight=False)
-        train, test = [i for i in train if i.task_id in kept], [i for i in test if i.task_id in kept]
+        train, test, valid = ([i for i in split if i.task_id in kept] for split in (train, test, valid))
         train_ids = {i.task_id for i in train}  # BC trains on these: a test task's solution must not leak into it
         rows = [row for r in replays if r.success and r.task_id in train_ids for row in r.rows]
         expert = datasets.Dataset.from_list(rows, features=STEP_FEATURES) if rows else \
@@ -105,13 +111,14 @@ def run(cfg: BuildConfig, console=None) -> dict:
         save_atomic(expert, out / "expert", lineage=lineage("tasks build", cfg))
         summary.update(kept=len(kept), dropped=dropped, expert_steps=len(rows),
                        replay_s=round(sum(r.seconds for r in replays), 1))
-    for split, insts in (("train", train), ("test", test)):
+    written = {"train": train, "test": test} | ({"valid": valid} if cfg.valid else {})
+    for split, insts in written.items():
         ds = datasets.Dataset.from_dict(task_rows(insts, cfg.holdout), features=TASK_FEATURES)
         save_atomic(ds, out / split, lineage=lineage("tasks build", cfg, {"split": split}))
     (out / JOURNAL).unlink(missing_ok=True)  # the build is whole: nothing to resume
-    summary.update(train=len(train), test=len(test), per_domain=dict(Counter(i.domain for i in train + test)),
-                   holdout=cfg.holdout)
-    console.print(f"wrote {out / 'train'} ({len(train)} tasks) and {out / 'test'} ({len(test)} tasks)")
+    summary.update({split: len(insts) for split, insts in written.items()}, holdout=cfg.holdout,
+                   per_domain=dict(Counter(i.domain for insts in written.values() for i in insts)))
+    console.print("wrote " + ", ".join(f"{out / split} ({len(insts)} tasks)" for split, insts in written.items()))
     return summary
 
 

@@ -64,6 +64,21 @@ def test_the_cpu_demo_trains_in_process_with_its_bc_settings():
     assert sft.params["lr"] == 3e-4 and sft.params["epochs"] == 3 and sft.params["train_layers"] == 8
 
 
+def test_settings_are_tuned_on_a_validation_split_of_a_shared_suite_and_the_schedule_stops_where_asked():
+    commands = dry_run("--preset", "demo", "--out", "runs/tune/e1", "--set", "valid_tasks=24",
+                       "--set", "suite=runs/tune/tasks", "--set", "eval_tasks=runs/tune/tasks/valid",
+                       "--set", "stop_after=bc", "--set", "bc_epochs=1")
+    stages = [c[1] for c in commands]
+    assert stages == ["tasks", "spawn-envs", "spawn-envs", "sft", "eval", "eval", "spawn-envs"]
+    build = parse(commands[0])
+    assert str(build.params["out"]) == "runs/tune/tasks" and build.params["valid"] == 24
+    assert build.params["test"] == 96 and build.params["train"] == 24  # the demo's splits, so train is the demo's
+    assert {str(parse(c).params["tasks"]) for c in commands if c[1] == "eval"} == {"runs/tune/tasks/valid"}
+    assert str(parse(commands[3]).params["data"][0]) == "runs/tune/tasks/expert"
+    result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", "stop_after=base"])
+    assert result.exit_code == 2 and "eval_base" in result.output
+
+
 @pytest.mark.parametrize("bad", ["nope=1", "rl_iterations", "rl_iterations=many"])
 def test_a_bad_setting_is_refused_with_the_known_ones(bad):
     result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", bad])

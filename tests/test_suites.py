@@ -59,18 +59,19 @@ def test_an_unknown_template_names_the_known_ones():
         get_template("no_such_template")
 
 
-def test_build_command_writes_both_splits_and_the_cache(tmp_path):
+def test_build_command_writes_the_splits_and_the_cache(tmp_path):
     out = tmp_path / "suite"
     result = CliRunner().invoke(app, ["tasks", "build", "--out", str(out), "--train", "6", "--test", "2",
-                                      "--no-replay"])
+                                      "--valid", "3", "--no-replay"])
     assert result.exit_code == 0, result.output
-    train, test = datasets.load_from_disk(str(out / "train")), datasets.load_from_disk(str(out / "test"))
-    assert (len(train), len(test)) == (6, 2)
+    train, test, valid = (datasets.load_from_disk(str(out / split)) for split in ("train", "test", "valid"))
+    assert (len(train), len(test), len(valid)) == (6, 2, 3)
     assert set(train.column_names) == {"task_id", "domain", "template", "instruction", "task_json", "solution",
                                        "gui_solution", "ood"}
     assert not set(train["task_id"]) & set(test["task_id"])
+    assert not set(valid["task_id"]) & (set(train["task_id"]) | set(test["task_id"]))
     index = json.loads((out / "files" / "index.json").read_text())
-    for row in list(train) + list(test):
+    for row in list(train) + list(test) + list(valid):
         task = json.loads(row["task_json"])
         for step in task["config"]:
             for f in step["parameters"].get("files", []):
@@ -155,6 +156,19 @@ def test_build_options_and_config_fields_never_drift_apart():
     fields = {f.name: f.default for f in dataclasses.fields(BuildConfig)}
     assert list(params) == list(fields)
     assert all(params[n] == fields[n] for n in fields if n != "out")
+
+
+def test_a_validation_split_comes_from_train_templates_and_changes_neither_train_nor_test():
+    from computerrl.data.suites.build import splits
+
+    holdout = ["calc_sort_column"]
+    before = splits(40, 20, 0, seed=2, holdout=holdout)
+    drawn = splits(40, 20, 12, seed=2, holdout=holdout)
+    assert _digest(drawn["train"]) == _digest(before["train"]) and _digest(drawn["test"]) == _digest(before["test"])
+    valid = drawn["valid"]
+    assert len(valid) == 12 and not {i.template for i in valid} & set(holdout)
+    for other in ("train", "test"):
+        assert not {i.fingerprint for i in valid} & {i.fingerprint for i in drawn[other]}
 
 
 @pytest.mark.desktop

@@ -1,9 +1,10 @@
-"""Build a task suite: instances from templates × seeds, split into train and test, files cached.
+"""Build a task suite: instances from templates × seeds, split into train, test and (optionally)
+valid, files cached.
 
 Split rule: instances are drawn template by template, index 0, 1, 2, …; an instance whose
 parameters repeat an earlier one of the same template (its `fingerprint`) is skipped, so every
 kept instance is distinct. Each template's first distinct instances go to test, the next ones
-to train: train and test never share an instance (nor its parameters). Counts are spread over the
+to train, then to valid: no two splits share an instance (nor its parameters). Counts are spread over the
 templates round-robin; a template whose parameter space runs out leaves its share to the others.
 The same seed, counts and templates give the same suite, byte for byte.
 """
@@ -70,9 +71,18 @@ class _RoundRobin:
 
 def generate(train: int, test: int, seed: int = 0, templates: list[str] | None = None,
              holdout: list[str] | None = None) -> tuple[list[Instance], list[Instance]]:
-    """(train, test) instances; test is drawn first, then train continues each template's stream,
-    so the two never overlap. `holdout`: templates that only test draws from (out-of-distribution
-    tasks: no train instance shares even their template)."""
+    """(train, test) instances: `splits` without a validation split."""
+    drawn = splits(train, test, 0, seed, templates, holdout)
+    return drawn["train"], drawn["test"]
+
+
+def splits(train: int, test: int, valid: int = 0, seed: int = 0, templates: list[str] | None = None,
+           holdout: list[str] | None = None) -> dict[str, list[Instance]]:
+    """The train, test and valid instances. Test is drawn first, then train and valid continue each
+    template's stream, so none overlap, and asking for a validation split changes neither train nor
+    test. `holdout`: templates that only test draws from (out-of-distribution tasks: no train or
+    valid instance shares even their template); valid draws from train's templates, so settings
+    chosen on it never see a test task or a held-out template."""
     names = [get_template(n).name for n in templates] if templates else [t.name for t in all_templates()]
     unknown = sorted(set(holdout or []) - set(names))
     if unknown:
@@ -83,7 +93,8 @@ def generate(train: int, test: int, seed: int = 0, templates: list[str] | None =
         rr = _RoundRobin([s for s in rr.streams if s.name not in holdout])
         if not rr.streams:
             raise ValueError("every template is held out: train would be empty")
-    return rr.take(train), test_set
+    train_set = rr.take(train)
+    return {"train": train_set, "test": test_set, "valid": rr.take(valid)}
 
 
 def pick_holdout(spec: str, seed: int, templates: list[str] | None = None) -> list[str]:
