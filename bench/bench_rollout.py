@@ -2,7 +2,8 @@
 as it was (the baseline: transformers in float32, its KV cache growing every token, answered by a
 batcher thread) against the CPU demo's (the engine as rollout opens it: here transformers in
 bfloat16, which this CPU computes natively, decoding into a KV cache allocated once and reading the
-batch's shared system prompt once per step, answered from the main thread as rollout serves it).
+batch's shared system prompt once per step, its prompts attending by bfloat16 matrix products,
+answered from the main thread as rollout serves it).
 
     python -m computerrl.bench.bench_rollout                          # 1, 4 and 8 desktops (~25 min)
     python -m computerrl.bench.bench_rollout --desktops 4 --steps 12    # quick look

@@ -11,7 +11,8 @@ expert step dataset for behaviour cloning, whose `messages` are the prompts the 
 
 Reads:  nothing (templates are code), and `--model`'s tokenizer.
 Writes: OUT/train, OUT/test, OUT/valid (task datasets: task_id, domain, template, instruction,
-        task_json, solution, gui_solution; valid only with --valid), OUT/expert (step dataset of the train tasks' replays: the BC data),
+        task_json, solution, gui_solution; valid only with --valid), OUT/expert (step dataset of
+        the train tasks' replays: the BC data),
         OUT/files (cache + index.json).
         A build killed half-way resumes from OUT/.replays.jsonl.
 
@@ -40,6 +41,7 @@ class BuildConfig:
     out: Path = Path("runs/tasks")  # suite folder: files/ (the cache), train/, test/, expert/
     train: int = 2000  # train instances generated (before replay drops any)
     test: int = 300  # test instances generated (before replay drops any)
+    valid: int = 0  # validation instances, from train's templates (choose settings on them, never on test)
     seed: int = 0  # the same seed (and counts, templates) gives the same suite
     templates: str = ""  # comma-separated template names ("" = all registered)
     replay: bool = True  # replay every reference solution on real desktops, keep the 1.0 ones
@@ -48,7 +50,6 @@ class BuildConfig:
     model: str = "embedded"  # checkpoint whose tokenizer and prompt budgets the expert prompts are built for
     budgets: str = ""  # prompt budget name (policy.prompt.BUDGETS; "" = chosen by the model's size)
     holdout_templates: str = ""  # templates only test draws from: a count N or comma-separated names ("" = none)
-    valid: int = 0  # validation instances, from train's templates (choose settings on them, never on test)
 
     def __post_init__(self):
         if self.train < 0 or self.test < 0 or self.valid < 0 or self.train + self.test == 0:
