@@ -123,14 +123,14 @@ def exploration_table(by_phase: dict[str, list[dict]]):
 
     k = next((r["k"] for rows in by_phase.values() for r in rows if "k" in r), 0)
     t = Table(title="how much each phase explores", box=box.SIMPLE_HEAD, padding=(0, 1))
-    sampled = {"pass@1": "pass_1", f"pass@{k}": "pass_k", "acts": "distinct"} if k else {}
+    sampled = {"pass@1": ("pass_1", _pct), f"pass@{k}": ("pass_k", _pct),  # header: (row key, cell)
+               "acts": ("distinct", lambda x: f"{x:.1f}")} if k else {}
     for col in ("phase", "H tok", "H act", *sampled, "flat"):
         t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
     for name, rows in by_phase.items():
         flat = _mean(rows, "flat")
         t.add_row(name, f"{_mean(rows, 'entropy'):.3f}", f"{_mean(rows, 'action_entropy'):.2f}",
-                  *[_pct(_mean(rows, key)) if key != "distinct" else f"{_mean(rows, key):.1f}"
-                    for key in sampled.values()], "" if math.isnan(flat) else _pct(flat))
+                  *[cell(_mean(rows, key)) for key, cell in sampled.values()], "" if math.isnan(flat) else _pct(flat))
     t.caption = ("H tok: mean token entropy of the greedy eval's answers (nats); H act: entropy of the action "
                  "functions it chose; "
                  + (f"pass@1, pass@{k}: success of {k} plays per task at temperature 1 (unbiased estimator), on "

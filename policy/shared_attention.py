@@ -92,13 +92,13 @@ def prompt_attention(query, key, value, attention_mask, g: int, scaling: float):
     import torch
 
     b, heads, q, d = query.shape
-    mask, filled, bias = STATE.prompt_mask or (None, 0, None)
-    if mask is not attention_mask:  # once per forward: every layer gets the same mask
+    if not STATE.prompt_mask or STATE.prompt_mask[0] is not attention_mask:  # once per forward: layers share it
         allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
         filled = int(allowed.any(0).any(0).any(0).nonzero().max()) + 1  # a static cache's tail is empty
         bias = torch.zeros(allowed[..., :filled].shape, dtype=query.dtype, device=query.device)
         bias = bias.masked_fill_(~allowed[..., :filled], float("-inf")).unsqueeze(2)  # (b, 1, 1, q, filled)
-        STATE.prompt_mask = mask, filled, bias = attention_mask, filled, bias
+        STATE.prompt_mask = (attention_mask, filled, bias)
+    _, filled, bias = STATE.prompt_mask
     kv_heads = key.shape[1]
     grouped = (query * scaling).reshape(b, kv_heads, g, q, d)
     keys, values = key[:, :, :filled].transpose(-1, -2).unsqueeze(2), value[:, :, :filled].unsqueeze(2)

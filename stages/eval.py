@@ -4,9 +4,10 @@ The policy plays every task K times (`--samples`) on the desktops of a `spawn-en
 the same episode loop as `rollout`. Reported, overall, per domain and — for suites built with
 `--holdout-templates` — in-distribution (seen templates, new parameters) vs out-of-distribution
 (unseen templates): success rate with its 95% Wilson interval, pass@K when K > 1 (the unbiased
-estimator) and the distinct actions a task's K trajectories took (how much the policy explores), mean steps, invalid-action rate, aborted trajectories (excluded from the rates, never
-failures), the policy's mean token entropy, and the entropy of its choice of action function (how
-varied its actions are). Tasks this build cannot run are listed as skipped with the reason.
+estimator) and the distinct actions a task's K trajectories took (how much the policy explores),
+mean steps, invalid-action rate, aborted trajectories (excluded from the rates, never failures),
+the policy's mean token entropy, and the entropy of its choice of action function (how varied its
+actions are). Tasks this build cannot run are listed as skipped with the reason.
 
 Departure from OSWorld's harness: the default is greedy decoding (temperature 0) for K = 1; K > 1
 needs a temperature, or the K samples would be one answer K times.

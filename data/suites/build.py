@@ -4,8 +4,9 @@ valid, files cached.
 Split rule: instances are drawn template by template, index 0, 1, 2, …; an instance whose
 parameters repeat an earlier one of the same template (its `fingerprint`) is skipped, so every
 kept instance is distinct. Each template's first distinct instances go to test, the next ones
-to train, then to valid: no two splits share an instance (nor its parameters). Counts are spread over the
-templates round-robin; a template whose parameter space runs out leaves its share to the others.
+to train, then to valid: no two splits share an instance (nor its parameters). Counts are spread
+over the templates round-robin; a template whose parameter space runs out leaves its share to the
+others.
 The same seed, counts and templates give the same suite, byte for byte.
 """
 
