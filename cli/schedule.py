@@ -80,6 +80,9 @@ class Schedule:
     k: int = 4  # successful trajectories per task kept for Entropulse
     entropulse_epochs: int = 2
     lr_entropulse: float = 5e-5
+    entropulse_expert: bool = False  # Entropulse also trains on the expert replays (BC's data)
+    entropulse_temperature: float = 0.0  # > 0: Entropulse also keeps the successes of G plays of rl_tasks train
+    # tasks at this temperature by phase 1's policy (more varied successes than its T = 1 rollouts)
 
     def __post_init__(self):
         if self.stop_after not in ("", *PHASES) or (self.stop_after == "base" and not self.eval_base):
@@ -233,6 +236,13 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
             policy = str(out / folder / f"policy-{i}")
         return policy, rollouts
 
+    def entropulse_plays(policy: str) -> Path:
+        draw = tasks / "train" if not s.rl_tasks or dry_run else \
+            _task_draw(tasks / "train", out / "entropulse-tasks", s.rl_tasks, seed + 500)
+        step("rollout", tasks=draw, model=policy, samples=s.samples, temperature=s.entropulse_temperature,
+             out=out / "entropulse-plays", **(playing | {"seed": seed + 500}))
+        return out / "entropulse-plays"
+
     try:
         if s.eval_base:
             evaluate("base", model)
@@ -241,9 +251,12 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         rl1, rollouts1 = rl_phase("rl1", bc, 1)
         evaluate("rl1", rl1)
         console.rule("Entropulse")
+        if s.entropulse_temperature:
+            rollouts1.append(entropulse_plays(rl1))
         kept = step("filter-success", rollouts=rollouts1, out=out / "successes", k=s.k, seed=seed)
         if dry_run or kept["rows"]:
-            pulse = sft("entropulse", rl1, [out / "successes"], s.entropulse_epochs, s.lr_entropulse)
+            pulse = sft("entropulse", rl1, [out / "successes"] + ([tasks / "expert"] if s.entropulse_expert else []),
+                        s.entropulse_epochs, s.lr_entropulse)
         else:
             console.print("[yellow]RL phase 1 had no successful trajectory: nothing to learn from, so Entropulse "
                           "keeps the RL checkpoint as it is[/]")

@@ -34,7 +34,7 @@ def exploration(summary: dict) -> dict:
     """What a phase's sampled eval (K plays a task at T = 1) says of how much it explores."""
     overall = summary["overall"]
     return {"k": summary["samples"], "pass_1": overall["success_rate"], "pass_k": overall["pass_at_k"],
-            "distinct": overall.get("distinct_actions", float("nan"))}
+            "distinct": overall.get("distinct_actions", float("nan")), "mixed": overall.get("mixed", float("nan"))}
 
 
 def rl_figures(run: Path, phase: str) -> dict:
@@ -124,7 +124,7 @@ def exploration_table(by_phase: dict[str, list[dict]]):
     k = next((r["k"] for rows in by_phase.values() for r in rows if "k" in r), 0)
     t = Table(title="how much each phase explores", box=box.SIMPLE_HEAD, padding=(0, 1))
     sampled = {"pass@1": ("pass_1", _pct), f"pass@{k}": ("pass_k", _pct),  # header: (row key, cell)
-               "acts": ("distinct", lambda x: f"{x:.1f}")} if k else {}
+               "acts": ("distinct", lambda x: f"{x:.1f}"), "mixed": ("mixed", _pct)} if k else {}
     for col in ("phase", "H tok", "H act", *sampled, "flat"):
         t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
     for name, rows in by_phase.items():
@@ -135,7 +135,7 @@ def exploration_table(by_phase: dict[str, list[dict]]):
                  "functions it chose; "
                  + (f"pass@1, pass@{k}: success of {k} plays per task at temperature 1 (unbiased estimator), on "
                     f"the first tasks of the eval set; acts: distinct actions (function and arguments) those {k} "
-                    "plays took, mean per task; " if k else "")
+                    "plays took, mean per task; mixed: tasks whose plays both won and lost (a GRPO group with signal); " if k else "")
                  + "flat: GRPO groups whose rewards were all equal (no signal), mean over the phase's iterations; "
                  "means over seeds")
     return t

@@ -71,6 +71,7 @@ def test_distinct_actions_count_what_a_tasks_samples_did_differently(evaluated):
     results, summary = evaluated
     assert {r["task_id"]: r["distinct_actions"] for r in results} == {"a": 3, "b": 1, "c": 1}  # click, exit, invalid
     assert summary["overall"]["distinct_actions"] == pytest.approx(5 / 3)
+    assert summary["overall"]["mixed"] == pytest.approx(1 / 2)  # a won once of two; c always; b played once
 
 
 def test_summary_splits_domains_and_distribution(evaluated):

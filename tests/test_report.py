@@ -31,10 +31,10 @@ def test_pairs_are_the_same_seed_and_task():
 
 
 def test_the_tables_pool_seeds_show_each_and_fit_80_columns():
-    explore = {"k": 4, "pass_1": 0.5, "pass_k": 0.75, "distinct": 3.0}
+    explore = {"k": 4, "pass_1": 0.5, "pass_k": 0.75, "distinct": 3.0, "mixed": 0.5}
     seeds = {0: [phase("bc", [True, False] * 4, **explore), phase("rl1", [True] * 8, flat=0.5, **explore)],
              1: [phase("bc", [False] * 8, **explore),
-                 phase("rl1", [True] * 7 + [False], flat=0.25, **explore | {"pass_k": 1.0, "distinct": 2.0})]}
+                 phase("rl1", [True] * 7 + [False], flat=0.25, **explore | {"pass_k": 1.0, "distinct": 2.0, "mixed": 0.25})]}
     console = Console(record=True, width=80)
     console.print(schedule_report(seeds))
     text = console.export_text()
@@ -46,6 +46,6 @@ def test_the_tables_pool_seeds_show_each_and_fit_80_columns():
     assert "+69 (<0.001)" in rl1  # p = 2/2^11
     assert "per seed: bc 50% 0%; rl1 100% 88%" in " ".join(success.split())
     header = next(line.split() for line in explored.splitlines() if line.strip().startswith("phase "))
-    assert header == ["phase", "H", "tok", "H", "act", "pass@1", "pass@4", "acts", "flat"]
+    assert header == ["phase", "H", "tok", "H", "act", "pass@1", "pass@4", "acts", "mixed", "flat"]
     rl1 = next(line.split() for line in explored.splitlines() if line.strip().startswith("rl1 "))
-    assert rl1 == ["rl1", "0.050", "1.20", "50%", "88%", "2.5", "38%"]  # means over seeds; flat: 0.5 and 0.25
+    assert rl1 == ["rl1", "0.050", "1.20", "50%", "88%", "2.5", "38%", "38%"]  # means over seeds; flat: 0.5 and 0.25

@@ -79,6 +79,18 @@ def test_settings_are_tuned_on_a_validation_split_of_a_shared_suite_and_the_sche
     assert result.exit_code == 2 and "eval_base" in result.output
 
 
+def test_entropulse_can_add_hotter_plays_and_the_expert_replays_to_its_data():
+    commands = dry_run("--preset", "demo", "--out", "runs/v", "--set", "entropulse_temperature=1.5",
+                       "--set", "entropulse_expert=true", "--set", "stop_after=entropulse")
+    pulse = commands[[c[1] for c in commands].index("filter-success") - 1:]
+    plays, kept, sft = parse(pulse[0]), parse(pulse[1]), parse(pulse[2])
+    assert plays.params["temperature"] == 1.5 and str(plays.params["model"]) == "runs/v/rl1/policy-2"
+    assert str(kept.params["rollouts"][-1]) == str(plays.params["out"]) == "runs/v/entropulse-plays"
+    assert len(kept.params["rollouts"]) == 3  # phase 1's two iterations and the hotter plays
+    assert [str(p) for p in sft.params["data"]] == ["runs/v/successes", "runs/v/tasks/expert"]
+    assert str(sft.params["model"]) == "runs/v/rl1/policy-2"
+
+
 @pytest.mark.parametrize("bad", ["nope=1", "rl_iterations", "rl_iterations=many"])
 def test_a_bad_setting_is_refused_with_the_known_ones(bad):
     result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", bad])
