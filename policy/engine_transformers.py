@@ -129,7 +129,6 @@ class TransformersEngine:
         any: its KV cache is reused) is left-padded, so padding sits between head and rest: the
         attention mask hides it and positions are counted from the mask, as the model saw them."""
         import torch
-        from transformers import GenerationConfig
 
         width = max(map(len, prompts))
         h = len(head)
@@ -137,10 +136,7 @@ class TransformersEngine:
         mask = torch.tensor([[1] * h + [0] * (width - len(p)) + [1] * (len(p) - h) for p in prompts],
                             device=self.device)
         s = self.sampling
-        # top_k 0, not None: transformers reads None as "unset" and samples from the 50 likeliest tokens
-        config = GenerationConfig(do_sample=s.temperature > 0, temperature=s.temperature or None, top_k=0,
-                                  top_p=1.0, max_new_tokens=s.max_new_tokens, eos_token_id=self.eos_id,
-                                  pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True)
+        config = generation_config(s, self.eos_id, self.pad_id)
         extra = {"cache": self._prefix_cache(head, len(prompts), width + s.max_new_tokens)} if head else {}
         out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **extra)
         new = out.sequences[:, width:]
@@ -164,6 +160,17 @@ class TransformersEngine:
 
     def close(self) -> None:
         self.model = None
+
+
+def generation_config(s: Sampling, eos_id: int, pad_id: int):
+    """`generate`'s settings for `s`: greedy at temperature 0, else sampling from the whole distribution."""
+    from transformers import GenerationConfig
+
+    # top_k 0, not None: transformers reads None as "unset" and samples from the 50 likeliest tokens;
+    # greedy gets neither, which transformers would warn of on every eval
+    whole = {"temperature": s.temperature, "top_k": 0, "top_p": 1.0} if s.temperature > 0 else {}
+    return GenerationConfig(do_sample=s.temperature > 0, **whole, max_new_tokens=s.max_new_tokens, eos_token_id=eos_id, pad_token_id=pad_id,
+                            output_logits=True, return_dict_in_generate=True)
 
 
 @contextlib.contextmanager

@@ -116,6 +116,18 @@ def test_sampling_draws_from_the_whole_distribution_the_logprobs_describe():
     assert max(ranks) >= 50, ranks
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_generate_settings_are_ones_transformers_takes_without_a_warning(temperature):
+    """Greedy evals and sampled rollouts pass `generate` settings it accepts as they are (strict
+    validation raises where transformers would print a warning on every call)."""
+    from computerrl.policy.engine_transformers import generation_config
+    from computerrl.policy.engines import Sampling
+
+    config = generation_config(Sampling(temperature=temperature, max_new_tokens=8), eos_id=2, pad_id=2)
+    config.validate(strict=True)
+    assert config.do_sample == (temperature > 0) and (config.top_k == 0 if temperature else True)
+
+
 def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samples(engine, monkeypatch):
     """A batch samples from its cached system prompt with `shared_attention` (its prompt as plain
     matrix products, each decode step reading the head's keys once for every row): every layer takes
