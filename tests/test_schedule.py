@@ -61,7 +61,7 @@ def test_the_cpu_demo_trains_in_process_with_its_bc_settings():
     for command in commands:
         parse(command)
     sft = parse(next(c for c in commands if c[1] == "sft"))
-    assert sft.params["lr"] == 3e-4 and sft.params["epochs"] == 3 and sft.params["train_layers"] == 8
+    assert sft.params["lr"] == 3e-4 and sft.params["epochs"] == 5 and sft.params["train_layers"] == 8
 
 
 def test_settings_are_tuned_on_a_validation_split_of_a_shared_suite_and_the_schedule_stops_where_asked():
