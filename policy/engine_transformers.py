@@ -1,10 +1,8 @@
-"""The `transformers` engine: a batch of chats decoded together, on the CPU or a GPU.
+"""The `transformers` engine: one `generate` call for a batch of chats, on the CPU or a GPU.
 
 Chats go through the checkpoint's own chat template, are left-padded into one batch and sampled
 with temperature only (no top-k / top-p, so the distribution is the one the trainer recomputes).
-Log-probabilities come from the raw logits, divided by the temperature. The engine decodes in its
-own loop (`decode`: the model's forward and a draw per token, as `generate` samples them, without
-its per-token machinery).
+Log-probabilities come from the raw logits `generate` returns, divided by the temperature.
 
 On a CPU the system prompt — setup, the API classes, the task — is most of every prompt and
 repeats over a trajectory's steps, a group's samples and (but for the task) every task of an app.
