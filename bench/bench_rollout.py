@@ -1,9 +1,9 @@
 """Rollout benchmark: the embedded model acting in real desktops on this machine, the rollout path
-as it was (the baseline: transformers in float32, its KV cache growing every token, decoded by
-`generate`, answered by a batcher thread) against the CPU demo's (the engine as rollout opens it:
-here transformers in bfloat16, which this CPU computes natively, decoding in its own loop into a
-KV cache allocated once and reading the batch's shared system prompt once per step, its prompts
-attending by bfloat16 matrix products, answered from the main thread as rollout serves it).
+as it was (the baseline: transformers in float32, its KV cache growing every token, answered by a
+batcher thread) against the CPU demo's (the engine as rollout opens it: here transformers in
+bfloat16, which this CPU computes natively, decoding into a KV cache allocated once and reading the
+batch's shared system prompt once per step, its prompts attending by bfloat16 matrix products,
+answered from the main thread as rollout serves it).
 
     python -m computerrl.bench.bench_rollout                          # 1, 4 and 8 desktops (~25 min)
     python -m computerrl.bench.bench_rollout --desktops 4 --steps 12    # quick look
@@ -195,7 +195,7 @@ def main() -> None:
     counts = [int(c) for c in args.desktops.split(",")]
     sampling = Sampling(1.0, args.max_new_tokens)
     paths = {"baseline": make_engine("transformers", embedded_checkpoint(), sampling, dtype="float32",
-                                     static_cache=False, own_loop=False),  # the engine as it was
+                                     static_cache=False),  # the engine as it was
              "fast": open_engine(embedded_checkpoint(), engine="transformers", temperature=1.0,  # as rollout opens it
                                  max_new_tokens=args.max_new_tokens, device="cpu", llm_url="")}
     budgets = BUDGETS[args.budgets]

@@ -175,7 +175,7 @@ def test_the_engines_own_decode_loop_samples_what_generate_samples(engine, monke
     chats = [build_messages(f"Put {v} in B2.", OBS, [(f"answer {k}", "Done") for k in range(v % 3)], BUDGETS["tiny"],
                             engine.count_tokens) for v in (1, 22, 333)]
     own = engine.generate(chats, seed=3)
-    monkeypatch.setattr(engine, "own_loop", False)  # transformers' generate
+    monkeypatch.setattr(engine, "own_loop", False)
     theirs = engine.generate(chats, seed=3)
     for o, t in zip(own, theirs):
         assert (o.response_ids, o.finish) == (t.response_ids, t.finish)
