@@ -55,7 +55,6 @@ class TransformersEngine:
         self.device = next(self.model.parameters()).device
         self.prefix_cache = self.device.type == "cpu" if prefix_cache is None else prefix_cache
         self.static_cache = static_cache
-        self.own_loop = True
         self._prefixes: dict[tuple, object] = {}  # system prompt tokens -> KV cache, least recently used first
 
     def chat_ids(self, chat: list[dict[str, str]]) -> list[int]:
@@ -137,14 +136,11 @@ class TransformersEngine:
         mask = torch.tensor([[1] * h + [0] * (width - len(p)) + [1] * (len(p) - h) for p in prompts],
                             device=self.device)
         s = self.sampling
-        cache = self._prefix_cache(head, len(prompts), width + s.max_new_tokens) if head else None
-        if self.own_loop:
-            new, logits = decode(self.model, ids, mask, cache, h, s, self.eos_id, self.pad_id)
-        else:
-            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=generation_config(
-                s, self.eos_id, self.pad_id), **({"cache": cache} if head else {}))
-            new, logits = out.sequences[:, width:], torch.stack(out.logits, dim=1).float()
-        logp = torch.log_softmax(logits / s.logprob_temperature, dim=-1)
+        config = generation_config(s, self.eos_id, self.pad_id)
+        extra = {"cache": self._prefix_cache(head, len(prompts), width + s.max_new_tokens)} if head else {}
+        out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **extra)
+        new = out.sequences[:, width:]
+        logp = torch.log_softmax(torch.stack(out.logits, dim=1).float() / s.logprob_temperature, dim=-1)
         token_logp = logp.gather(-1, new.unsqueeze(-1)).squeeze(-1)
         entropy = -(logp.exp() * logp).sum(-1)  # per position: how spread the sampled distribution was
         results = []
@@ -164,33 +160,6 @@ class TransformersEngine:
 
     def close(self) -> None:
         self.model = None
-
-
-def decode(model, ids, mask, cache, start: int, s: Sampling, eos_id: int, pad_id: int):
-    """Sample up to `s.max_new_tokens` tokens after each row of `ids` (left-padded as `mask` says;
-    its first `start` positions already in `cache`, or none): what `generate` does, without its
-    per-token machinery. Returns the new tokens (pad after a row's end) and their raw float32 logits."""
-    import torch
-
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    step, at = ids[:, start:], positions[:, start:]
-    done = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)
-    tokens, logits = [], []
-    for _ in range(s.max_new_tokens):
-        out = model(input_ids=step, attention_mask=mask, position_ids=at, cache=cache, use_cache=True,
-                    logits_to_keep=1)
-        cache, last = out.cache, out.logits[:, -1].float()
-        chosen = torch.multinomial(torch.softmax(last / s.temperature, -1), 1)[:, 0] if s.temperature > 0 \
-            else last.argmax(-1)
-        chosen = chosen.masked_fill(done, pad_id)
-        tokens.append(chosen)
-        logits.append(last)
-        done |= chosen == eos_id
-        if done.all():
-            break
-        step, at = chosen[:, None], at[:, -1:] + 1
-        mask = torch.cat([mask, mask.new_ones(len(ids), 1)], dim=1)
-    return torch.stack(tokens, 1), torch.stack(logits, 1)
 
 
 def generation_config(s: Sampling, eos_id: int, pad_id: int):

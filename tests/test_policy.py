@@ -162,26 +162,6 @@ def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samp
         assert torch.allclose(torch.tensor(s.logprobs), torch.tensor(p.logprobs), atol=1e-5)
 
 
-@pytest.mark.parametrize("temperature,cached", [(0.7, True), (0.0, True), (0.7, False)])
-def test_the_engines_own_decode_loop_samples_what_generate_samples(engine, monkeypatch, temperature, cached):
-    """The engine decodes with its own loop, not `generate`'s per-token machinery: the same seed
-    gives the same answers, ends and log-probs, greedy or sampled, from a cached head or without one."""
-    import dataclasses
-
-    import torch
-
-    monkeypatch.setattr(engine, "sampling", dataclasses.replace(engine.sampling, temperature=temperature))
-    monkeypatch.setattr(engine, "prefix_cache", cached)
-    chats = [build_messages(f"Put {v} in B2.", OBS, [(f"answer {k}", "Done") for k in range(v % 3)], BUDGETS["tiny"],
-                            engine.count_tokens) for v in (1, 22, 333)]
-    own = engine.generate(chats, seed=3)
-    monkeypatch.setattr(engine, "own_loop", False)
-    theirs = engine.generate(chats, seed=3)
-    for o, t in zip(own, theirs):
-        assert (o.response_ids, o.finish) == (t.response_ids, t.finish)
-        assert torch.allclose(torch.tensor(o.logprobs), torch.tensor(t.logprobs), atol=1e-5)
-
-
 def test_bfloat16_rows_say_so_and_stay_close_to_the_trainers_numbers():
     """The bfloat16 engine (the CPU demo's where the CPU computes bfloat16) names its precision in the
     rows, so GRPO recomputes πold in float32; its numbers stay near the trainer's."""
