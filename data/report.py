@@ -135,7 +135,8 @@ def exploration_table(by_phase: dict[str, list[dict]]):
                  "functions it chose; "
                  + (f"pass@1, pass@{k}: success of {k} plays per task at temperature 1 (unbiased estimator), on "
                     f"the first tasks of the eval set; acts: distinct actions (function and arguments) those {k} "
-                    "plays took, mean per task; mixed: tasks whose plays both won and lost (a GRPO group with signal); " if k else "")
+                    "plays took, mean per task; mixed: tasks whose plays both won and lost (a GRPO group with "
+                    "signal); " if k else "")
                  + "flat: GRPO groups whose rewards were all equal (no signal), mean over the phase's iterations; "
                  "means over seeds")
     return t

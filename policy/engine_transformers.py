@@ -169,8 +169,8 @@ def generation_config(s: Sampling, eos_id: int, pad_id: int):
     # top_k 0, not None: transformers reads None as "unset" and samples from the 50 likeliest tokens;
     # greedy gets neither, which transformers would warn of on every eval
     whole = {"temperature": s.temperature, "top_k": 0, "top_p": 1.0} if s.temperature > 0 else {}
-    return GenerationConfig(do_sample=s.temperature > 0, **whole, max_new_tokens=s.max_new_tokens, eos_token_id=eos_id, pad_token_id=pad_id,
-                            output_logits=True, return_dict_in_generate=True)
+    return GenerationConfig(do_sample=s.temperature > 0, **whole, max_new_tokens=s.max_new_tokens,
+                            eos_token_id=eos_id, pad_token_id=pad_id, output_logits=True, return_dict_in_generate=True)
 
 
 @contextlib.contextmanager

@@ -105,7 +105,8 @@ def aggregate(results: list[dict], steps: list[dict]) -> dict:
             "ci95": [low, high], "pass_at_k": sum(passes) / len(passes) if passes else float("nan"),
             "distinct_actions": sum(r["distinct_actions"] for r in played) / len(played) if played else float("nan"),
             # tasks whose samples both won and lost: the GRPO groups this policy would learn from
-            "mixed": sum(0 < r["successes"] < r["samples"] for r in several) / len(several) if several else float("nan"),
+            "mixed": sum(0 < r["successes"] < r["samples"] for r in several) / len(several)
+            if several else float("nan"),
             "mean_steps": sum(r["mean_steps"] * r["samples"] for r in results) / n if n else 0.0,
             "invalid_rate": sum(not s["action_valid"] for s in steps) / len(steps) if steps else 0.0,
             "aborted": sum(r["aborted"] for r in results),

@@ -34,7 +34,8 @@ def test_the_tables_pool_seeds_show_each_and_fit_80_columns():
     explore = {"k": 4, "pass_1": 0.5, "pass_k": 0.75, "distinct": 3.0, "mixed": 0.5}
     seeds = {0: [phase("bc", [True, False] * 4, **explore), phase("rl1", [True] * 8, flat=0.5, **explore)],
              1: [phase("bc", [False] * 8, **explore),
-                 phase("rl1", [True] * 7 + [False], flat=0.25, **explore | {"pass_k": 1.0, "distinct": 2.0, "mixed": 0.25})]}
+                 phase("rl1", [True] * 7 + [False], flat=0.25,
+                       **explore | {"pass_k": 1.0, "distinct": 2.0, "mixed": 0.25})]}
     console = Console(record=True, width=80)
     console.print(schedule_report(seeds))
     text = console.export_text()
