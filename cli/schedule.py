@@ -213,6 +213,12 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
              **training)
         return str(out / folder)
 
+    def train_draw(to: Path, shuffle: int, part: int = 0) -> Path | None:
+        """rl_tasks train tasks of the `shuffle` seed's order, part `part` (all of train when rl_tasks is 0)."""
+        if not s.rl_tasks or dry_run:
+            return tasks / "train"
+        return _task_draw(tasks / "train", to, s.rl_tasks, shuffle, part=part)
+
     def rl_phase(folder: str, start: str, first: int) -> tuple[str, list[Path]]:
         policy, rollouts = start, []
         for i in range(first, first + s.rl_iterations):
@@ -221,9 +227,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
             for extra in range(1 + (s.dynamic_sampling if s.rl_tasks and not dry_run else 0)):
                 if extra and groups_with_signal(batches) >= s.rl_tasks:
                     break  # the batch holds enough groups that can teach something
-                draw = tasks / "train" if not s.rl_tasks or dry_run else \
-                    _task_draw(tasks / "train", out / folder / (f"tasks-{i}" + (f"-{extra}" if extra else "")),
-                               s.rl_tasks, seed + i, part=extra)
+                draw = train_draw(out / folder / (f"tasks-{i}" + (f"-{extra}" if extra else "")), seed + i, extra)
                 if draw is None:
                     break  # every train task was drawn
                 batches.append(out / folder / (f"rollout-{i}" + (f"-{extra}" if extra else "")))
@@ -237,10 +241,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         return policy, rollouts
 
     def entropulse_plays(policy: str) -> Path:
-        draw = tasks / "train" if not s.rl_tasks or dry_run else \
-            _task_draw(tasks / "train", out / "entropulse-tasks", s.rl_tasks, seed + 500)
-        step("rollout", tasks=draw, model=policy, samples=s.samples, temperature=s.entropulse_temperature,
-             out=out / "entropulse-plays", **(playing | {"seed": seed + 500}))
+        step("rollout", tasks=train_draw(out / "entropulse-tasks", seed + 500), model=policy, samples=s.samples,
+             temperature=s.entropulse_temperature, out=out / "entropulse-plays", **(playing | {"seed": seed + 500}))
         return out / "entropulse-plays"
 
     try:

@@ -125,7 +125,7 @@ def test_generate_settings_are_ones_transformers_takes_without_a_warning(tempera
 
     config = generation_config(Sampling(temperature=temperature, max_new_tokens=8), eos_id=2, pad_id=2)
     config.validate(strict=True)
-    assert config.do_sample == (temperature > 0) and (config.top_k == 0 if temperature else True)
+    assert config.do_sample == (temperature > 0) and config.top_k == (0 if temperature else None)
 
 
 def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samples(engine, monkeypatch):
