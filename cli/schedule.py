@@ -183,7 +183,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, valid=s.valid_tasks, seed=seed,
              templates=s.templates, holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model,
              budgets=s.budgets)
-    step("spawn-envs", out=envs, stop=True)  # desktops an interrupted run left behind
+    if envs.exists():
+        step("spawn-envs", out=envs, stop=True)  # desktops an interrupted run left behind
     if step("spawn-envs", out=envs, count=s.envs, backend=s.backend, cache=tasks / "files", detach=True):
         raise RuntimeError(f"the desktops did not start; see {envs}")
     playing = dict(envs=envs, max_steps=s.max_steps, max_new_tokens=s.max_new_tokens, budgets=s.budgets,

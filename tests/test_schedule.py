@@ -36,7 +36,7 @@ def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
         parse(command)
     stages = [c[c.index("computerrl.cli.main") + 1] if "-m" in c else c[1] for c in commands]
     evaluated = ["eval", "eval"]  # greedy on every eval task, then K plays at T = 1 of the first ones
-    assert stages == ["tasks", "spawn-envs", "spawn-envs", "sft", *evaluated] + ["rollout", "grpo"] * 3 + \
+    assert stages == ["tasks", "spawn-envs", "sft", *evaluated] + ["rollout", "grpo"] * 3 + \
         [*evaluated, "filter-success", "sft", *evaluated] + ["rollout", "grpo"] * 3 + [*evaluated, "spawn-envs"]
     trained = [c for c in commands if "-m" in c]
     assert len(trained) == 8 and all(c[:4] == ["accelerate", "launch", "--config_file",
@@ -51,7 +51,7 @@ def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
     grpo = [parse(c) for c in commands if "grpo" in c]
     assert [str(ctx.params["ref"]) for ctx in grpo] == ["runs/osw/bc"] * 3 + ["runs/osw/entropulse"] * 3
     assert {ctx.params["beta"] for ctx in grpo} == {0.001} and {ctx.params["lr"] for ctx in grpo} == {1e-6}
-    fleet = parse(commands[2])
+    fleet = parse(commands[1])
     assert fleet.params["backend"] == "docker" and fleet.params["count"] == 256
 
 
@@ -69,12 +69,12 @@ def test_settings_are_tuned_on_a_validation_split_of_a_shared_suite_and_the_sche
                        "--set", "suite=runs/tune/tasks", "--set", "eval_tasks=runs/tune/tasks/valid",
                        "--set", "stop_after=bc", "--set", "bc_epochs=1")
     stages = [c[1] for c in commands]
-    assert stages == ["tasks", "spawn-envs", "spawn-envs", "sft", "eval", "eval", "spawn-envs"]
+    assert stages == ["tasks", "spawn-envs", "sft", "eval", "eval", "spawn-envs"]  # a new run stops no old desktops
     build = parse(commands[0])
     assert str(build.params["out"]) == "runs/tune/tasks" and build.params["valid"] == 24
     assert build.params["test"] == 96 and build.params["train"] == 24  # the demo's splits, so train is the demo's
     assert {str(parse(c).params["tasks"]) for c in commands if c[1] == "eval"} == {"runs/tune/tasks/valid"}
-    assert str(parse(commands[3]).params["data"][0]) == "runs/tune/tasks/expert"
+    assert str(parse(commands[2]).params["data"][0]) == "runs/tune/tasks/expert"
     result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", "stop_after=base"])
     assert result.exit_code == 2 and "eval_base" in result.output
 
