@@ -17,6 +17,20 @@ osworld_accelerate := env("OSWORLD_ACCELERATE", "configs/accelerate/zero2.yaml")
 install:
     bash install.sh
 
+# Refresh constraints.txt: a fresh virtualenv takes the newest versions pyproject.toml allows, and the file
+# pins them (then run `just test` before committing it). Needs the network to PyPI; ~5 min.
+[group("setup")]
+lock:
+    rm -rf .venv-lock && python3 -m venv .venv-lock
+    .venv-lock/bin/python -m pip install -q --upgrade pip
+    .venv-lock/bin/python -m pip install -q torch==2.13.0
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv-lock/bin/python -m pip install -q --no-cache-dir ".[dev]"
+    { grep '^#' constraints.txt; .venv-lock/bin/python -m pip freeze --exclude-editable \
+        --path "$(.venv-lock/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+        | grep -v -e '^torch==' -e '^computerrl=='; } > constraints.txt.new
+    mv constraints.txt.new constraints.txt && rm -rf .venv-lock
+    git diff --stat constraints.txt
+
 # The whole suite: real desktops, real LibreOffice.
 [group("dev")]
 test *args: install

@@ -38,15 +38,16 @@ site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purel
 echo /usr/lib/python3/dist-packages > "$site/debian-dist-packages.pth"
 
 stamp=.venv/.computerrl-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   # torch first, pinned to the CPU build this machine has a wheel of: a loose range would pull GBs of
   # CUDA packages. A torch already installed (a GPU machine's own build) is kept.
-  .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch==2.13.0
+  # Every other package at the version constraints.txt pins (`just lock` refreshes it).
+  .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q -c constraints.txt torch==2.13.0
   # llama-cpp-python compiles llama.cpp: for any x86-64, not this CPU's extensions (built with them,
   # AVX-512/AMX here, its server segfaulted on every chat completion of the embedded model). No cache:
   # pip would reuse a wheel it once built for this CPU, whatever CMAKE_ARGS say now.
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q --no-cache-dir -e ".[dev]"
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt -e ".[dev]"
   touch "$stamp"
 fi
 # OSWorld's own metrics, for the differential test only: its package alone, out of the import path

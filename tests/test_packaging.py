@@ -42,3 +42,37 @@ def test_layers_point_one_way():
                     if parts[0] == "computerrl" and len(parts) > 1 and parts[1] not in allowed | {"__init__"}:
                         wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not wrong, "\n".join(wrong)
+
+
+def _pins() -> dict[str, str]:
+    from packaging.utils import canonicalize_name
+
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return {canonicalize_name(name): version for name, _, version in
+            (line.partition("==") for line in lines if line and not line.startswith("#"))}
+
+
+def test_constraints_pin_every_dependency_within_its_range_and_the_install_used_them():
+    """install.sh installs with constraints.txt: each dependency pyproject names (the dev extras too)
+    is pinned there to a version its range allows, and this virtualenv holds exactly those versions."""
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = _pins()
+    assert all(version_ for version_ in pins.values()), "every line of constraints.txt is NAME==VERSION"
+    wrong = []
+    for spec in project["dependencies"] + project["optional-dependencies"]["dev"]:
+        req = Requirement(spec)
+        name = canonicalize_name(req.name)
+        if name == "torch":  # install.sh pins its CPU build itself; a GPU machine keeps its own
+            continue
+        if name not in pins:
+            wrong.append(f"{req.name}: not in constraints.txt")
+        elif not req.specifier.contains(pins[name], prereleases=True):
+            wrong.append(f"{req.name}: pinned {pins[name]}, pyproject wants {req.specifier}")
+        elif version(req.name) != pins[name]:
+            wrong.append(f"{req.name}: {version(req.name)} installed, constraints.txt pins {pins[name]}")
+    assert not wrong, "\n".join(wrong) + "\n(refresh the pins with `just lock`, then `bash install.sh`)"
