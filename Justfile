@@ -82,6 +82,11 @@ sft data model out *args="":
 stop-envs:
     {{venv}}/computerrl spawn-envs --stop --out {{runs}}/envs
 
+# The web console of the envs of `just spawn-envs`: desktops, thumbnails, work in flight, actions, /metrics.
+[group("stages")]
+console port="8765":
+    {{venv}}/computerrl console --envs {{runs}}/envs --port {{port}}
+
 # The CPU demo: the whole Entropulse schedule with the embedded model (≤ 60 min; `just demo --quick` ≤ 10 min).
 [group("pipelines")]
 demo *args: install

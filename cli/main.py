@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from computerrl.cli import eval as eval_cli
-from computerrl.cli import build_apis, entropulse, filter_success, grpo, rollout, sft, spawn_envs, tasks, view
+from computerrl.cli import build_apis, console, entropulse, filter_success, grpo, rollout, sft, spawn_envs, tasks, view
 
 app = typer.Typer(
     name="computerrl",
@@ -31,6 +31,7 @@ app.command("filter-success", help=filter_success.HELP)(filter_success.command)
 app.command("sft", help=sft.HELP)(sft.command)
 app.command("eval", help=eval_cli.HELP)(eval_cli.command)
 app.command("view", help=view.HELP)(view.command)
+app.command("console", help=console.HELP)(console.command)
 app.command("entropulse", help=entropulse.HELP)(entropulse.command)
 app.add_typer(tasks.app, name="tasks")
 

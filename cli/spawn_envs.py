@@ -43,6 +43,8 @@ def command(
                              ] = Limits.processes,
     memory_mb: Annotated[int, typer.Option(help="Memory cap of each desktop, its RAM folders included (a cgroup: "
                                                 "needs root); 0 = none.")] = Limits.memory_mb,
+    console: Annotated[int, typer.Option(help="Serve the fleet's web console (as `computerrl console`) on this "
+                                              "loopback port beside the supervisor; 0 = none.")] = 0,
     detach: Annotated[bool, typer.Option(help="Supervise in the background; return once all are healthy.")] = False,
     stop: Annotated[bool, typer.Option(help="Stop the envs recorded in --out.")] = False,
 ):

@@ -70,6 +70,10 @@ class EnvClient:
         """A fresh desktop in place of `desktop` (its episode is lost); its health once rebuilt."""
         return self._call("Rebuild", env_pb2.RebuildRequest(desktop=desktop, why=why), timeout_s)
 
+    def screenshot(self, desktop: int = 0, max_width: int = 0, timeout_s: float = 15.0) -> bytes:
+        """A PNG of the desktop as it is now, at most `max_width` wide (0: full size); changes nothing."""
+        return self._call("Screenshot", env_pb2.ScreenshotRequest(desktop=desktop, max_width=max_width), timeout_s).png
+
     def test_api(self, app: str, code: str, tests: str, desktop: int = 0, timeout_s: float = 60.0) -> tuple[dict, bool]:
         """Run a generated API's tests on a desktop (`build-apis`): (the worker's answer, whether it hung)."""
         reply = self._call("TestApi", env_pb2.TestApiRequest(desktop=desktop, app=app, code=code, tests=tests,

@@ -381,6 +381,10 @@ class Desktop:
         return r.stdout
 
     # ---- observation ---------------------------------------------------------------------
+    def screenshot(self) -> bytes:
+        """A PNG of the screen now (on the grabber's own thread, as `observe` takes it)."""
+        return self._shooter.submit(self.screen.screenshot_png).result(timeout=X_TIMEOUT_S)
+
     def observe(self, *, screenshot: bool = True) -> Observation:
         # The screenshot (X read + PNG encode, GIL released) overlaps the accessibility reads
         # (D-Bus waits); one dedicated thread, because the grabber must stay on the thread that made it.

@@ -84,7 +84,7 @@ class DevTools:
         except AppUnreachable as e:
             raise DevToolsError(str(e)) from None
         deadline = time.monotonic() + self.timeout_s
-        with _WebSocket(sock, path, self.port, deadline) as ws:
+        with WebSocket(sock, path, self.port, deadline) as ws:
             ws.send(json.dumps({"id": 1, "method": method, "params": params}))
             while time.monotonic() < deadline:
                 try:
@@ -100,7 +100,7 @@ class DevTools:
         raise DevToolsError(f"{method}: no answer within {self.timeout_s:.0f} s")
 
 
-class _WebSocket:
+class WebSocket:
     """A WebSocket client over a connected socket: the opening handshake, masked text frames out,
     whole messages in (fragments joined; pings answered)."""
 

@@ -33,8 +33,16 @@ def write_manifest(run_dir: Path | str, handles: list[EnvHandle], status: dict[s
 
 def read_manifest(run_dir: Path | str) -> tuple[list[EnvHandle], dict[str, str]]:
     """(handles, status by env id) from a run folder or a manifest dataset."""
+    rows = manifest_rows(run_dir)
+    return [handle_of(r) for r in rows], {r["env_id"]: r["status"] for r in rows}
+
+
+def manifest_rows(run_dir: Path | str) -> list[dict]:
     ds = load(manifest_path(run_dir))
     check_columns(ds, MANIFEST_COLUMNS, f"env manifest {manifest_path(run_dir)}")
-    handles = [EnvHandle(env_id=r["env_id"], address=r["address"], backend=r["backend"], token=r["token"],
-                         desktops=r["desktops"], detail=json.loads(r["detail"] or "{}")) for r in ds]
-    return handles, {r["env_id"]: r["status"] for r in ds}
+    return ds.to_list()
+
+
+def handle_of(row: dict) -> EnvHandle:
+    return EnvHandle(env_id=row["env_id"], address=row["address"], backend=row["backend"], token=row["token"],
+                     desktops=row["desktops"], detail=json.loads(row["detail"] or "{}"))

@@ -58,6 +58,9 @@ class EnvPool:
         self.lost_in_a_row: dict[tuple[str, int], int] = {}  # (env id, desktop) -> lost episodes since one played
         self.set_aside: set[tuple[str, int]] = set()  # desktops that could not be rebuilt: never leased again
         self._lock = threading.Lock()
+        self.parked: set[tuple[str, int]] = set()  # desktops of servers the fleet drained or removed
+        self._unwanted: set[str] = set()
+        self._manifest_seen: tuple = ()  # (inode, mtime) of the manifest last read
         for h in handles:
             for d in range(h.desktops):
                 self.free.put((h.env_id, d))
@@ -90,11 +93,14 @@ class EnvPool:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"no free desktop within {timeout_s} s ({self.size} in the pool)")
             left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            self._follow_manifest()
             try:
                 env_id, desktop = self.free.get(timeout=max(0.0, left))  # a second at most: desktops may be set aside
             except queue.Empty:
                 continue
-            if env_id in self.handles and (env_id, desktop) not in self.set_aside:  # else: retired
+            if env_id in self._unwanted:
+                self.parked.add((env_id, desktop))
+            elif env_id in self.handles and (env_id, desktop) not in self.set_aside:  # else: retired
                 break
         env = DesktopEnv(self.clients[env_id], desktop, max_steps=self.max_steps, screenshot=self.screenshot)
         env.env_id = env_id
@@ -113,6 +119,27 @@ class EnvPool:
             if self.lost_in_a_row[key] >= MAX_LOST_IN_A_ROW and env_id in self.handles:
                 self._rebuild(key)
             if env_id in self.handles and key not in self.set_aside:
+                self.free.put(key)
+
+    def _follow_manifest(self) -> None:
+        """No new lease on a server the fleet's supervisor has drained or removed since (the console's
+        doing); its desktops come back if it is undrained."""
+        from computerrl.envs.manifest import manifest_path, read_manifest
+
+        if self.manifest is None:
+            return
+        try:
+            stat = manifest_path(self.manifest).stat()
+            if (stat.st_ino, stat.st_mtime_ns) == self._manifest_seen:
+                return
+            handles, status = read_manifest(self.manifest)
+            self._manifest_seen = (stat.st_ino, stat.st_mtime_ns)
+        except (OSError, ValueError):  # mid-rewrite: read it next time
+            return
+        with self._lock:
+            self._unwanted = set(self.handles) - {h.env_id for h in handles if status[h.env_id] != "drained"}
+            for key in [k for k in self.parked if k[0] not in self._unwanted]:
+                self.parked.discard(key)
                 self.free.put(key)
 
     def _rebuild(self, key: tuple[str, int]) -> None:
@@ -189,6 +216,8 @@ class EnvPool:
             except (OSError, ValueError):  # mid-rewrite: read again
                 handles, status = [], {}
             new = next((h for h in handles if h.env_id == old.env_id), None)
+            if handles and new is None:
+                raise EnvError(f"{old.env_id} was removed from the fleet of {self.manifest}")
             if new is not None and status[new.env_id] == "healthy" and (new.address, new.token) != (old.address,
                                                                                                   old.token):
                 client = EnvClient(new.address, new.token, timeout_s=self.call_timeout_s)

@@ -56,6 +56,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a 4K PNG screenshot plus a full tree fit
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 RETRY_S = 10.0  # pause after a desktop failed to start, before the next try
 TEST_API_S = 60.0  # default time for a generated API's tests, all together
+SCREENSHOT_WAIT_S = 5.0  # how long a Screenshot waits for the call running on its desktop
 
 
 class Slot:
@@ -75,6 +76,9 @@ class Slot:
         self.health = "starting"  # what the watchdog last saw ("" = healthy); Health reports it, never waiting
         self.task: Task | None = None  # the running (or latest) episode's task
         self.exit_success: bool | None = None  # what the agent claimed in Agent.exit (None: never exited)
+        self.step = self.steps = 0  # steps of the latest episode; steps served in all
+        self.reset_s = self.step_s = 0.0  # how long the latest Reset and Step took
+        self.last_error = ""  # the latest thing that went wrong here, for whoever watches the fleet
 
     def build(self, network: bool | None = None) -> None:
         """(Re)build the desktop and check that it resets; on failure the slot stays empty with the
@@ -117,11 +121,27 @@ class Slot:
             return
         if self.desktop is not None:
             log.warning("desktop %d: %s; replacing it", self.index, why)
+            self.last_error = f"rebuilt: {why}"
         try:
             self.build()
         except Exception:  # noqa: BLE001 - the slot reports it; the watchdog tries again later
             log.exception("desktop %d: no working replacement", self.index)
             self.retry_at = time.monotonic() + RETRY_S
+
+
+def scaled_png(png: bytes, max_width: int) -> bytes:
+    """The PNG at most `max_width` pixels wide (a thumbnail), its aspect kept."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png))
+    if image.width <= max_width:
+        return png
+    image.thumbnail((max_width, image.height * max_width // image.width))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
 
 
 def observation_message(obs: Observation) -> env_pb2.Observation:
@@ -134,6 +154,7 @@ def observation_message(obs: Observation) -> env_pb2.Observation:
 class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     def __init__(self, slots: list[Slot], *, settle_s: float, on_close=None):
         self.slots, self.settle_s, self.on_close = slots, settle_s, on_close
+        self.started = time.monotonic()
 
     def _slot(self, index: int, context) -> Slot:
         if index >= len(self.slots):
@@ -160,6 +181,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
     def Reset(self, request, context):
         slot = self._slot(request.desktop, context)
         with slot.lock:
+            start = time.perf_counter()
             self._ready(slot, context)
             task = self._task(request.task_json, context)
             slot.episode = slot.last_episode = 0  # whatever happens next, the previous episode is over
@@ -177,6 +199,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                     why = slot.desktop.health()
                     if not why:
                         self._clean(slot)
+                        slot.last_error = f"task {task.id}: setup failed: {e}"
                         context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task setup failed: {e}")
                 except Exception as e:  # noqa: BLE001 - dead, stuck or unable to reset: rebuilt either way
                     why = slot.desktop.health() or f"reset failed: {type(e).__name__}: {e}"
@@ -189,6 +212,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             slot.episode = slot.last_episode = secrets.randbits(63) or 1
             slot.ended = ""
             slot.episodes += 1
+            slot.step, slot.reset_s = 0, time.perf_counter() - start
             message = observation_message(obs)
             message.episode = slot.episode
             message.setup_notes.extend(slot.desktop.setup_notes)
@@ -254,10 +278,11 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 return self._broken_step(slot)
             if done:
                 slot.episode, slot.exit_success = 0, exit_success
+            slot.step, slot.steps, slot.step_s = slot.step + 1, slot.steps + 1, time.perf_counter() - start
             return env_pb2.StepResult(
                 observation=observation_message(obs), action_valid=not isinstance(action, InvalidAction),
                 action_json="" if isinstance(action, InvalidAction) else action.to_json(), exec_result=result,
-                done=done, exit_success=exit_success, elapsed_s=time.perf_counter() - start)
+                done=done, exit_success=exit_success, elapsed_s=slot.step_s)
 
     def _task(self, task_json: str, context) -> Task | None:
         if not task_json:
@@ -339,9 +364,25 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         desktops = []
         for s in self.slots:  # as the watchdog last saw them: a stuck desktop must not stall the answer
             problem = s.problem or s.health
-            desktops.append(env_pb2.DesktopHealth(desktop=s.index, healthy=not problem, problem=problem,
-                                                  episodes=s.episodes, replacements=s.replacements))
-        return env_pb2.HealthReply(healthy=all(d.healthy for d in desktops), desktops=desktops, pid=os.getpid())
+            desktops.append(env_pb2.DesktopHealth(
+                desktop=s.index, healthy=not problem, problem=problem, episodes=s.episodes,
+                replacements=s.replacements, task_id=s.task.id if s.task else "", step=s.step,
+                in_episode=bool(s.episode), steps=s.steps, reset_s=s.reset_s, step_s=s.step_s,
+                last_error=s.last_error))
+        return env_pb2.HealthReply(healthy=all(d.healthy for d in desktops), desktops=desktops, pid=os.getpid(),
+                                   uptime_s=time.monotonic() - self.started)
+
+    def Screenshot(self, request, context):
+        slot = self._slot(request.desktop, context)
+        if not slot.lock.acquire(timeout=SCREENSHOT_WAIT_S):
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is busy")
+        try:
+            if slot.desktop is None:
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is unavailable: {slot.problem}")
+            png = slot.desktop.screenshot()
+        finally:
+            slot.lock.release()
+        return env_pb2.ScreenshotReply(png=scaled_png(png, request.max_width) if request.max_width else png)
 
     def Rebuild(self, request, context):
         slot = self._slot(request.desktop, context)

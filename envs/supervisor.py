@@ -13,6 +13,7 @@ from computerrl.envs.pool import wait_healthy
 
 log = logging.getLogger("computerrl.envs.supervisor")
 HEALTHY = "healthy"
+DRAINED = "drained"  # healthy, but no new episode goes to it (the pool leases only healthy servers)
 
 
 class Supervisor:
@@ -30,6 +31,7 @@ class Supervisor:
         self._sick_since: dict[str, float] = {}
         self._last_restart: dict[str, float] = {}  # monotonic time of each env's last restart
         self._stopping = threading.Event()  # set on Ctrl-C: starts under way stop waiting for health
+        self.drained: set[str] = set()
 
     def start_all(self, on_change=lambda: None) -> None:
         """Start every server, a few at a time (each desktop's LibreOffice start is CPU-heavy)."""
@@ -71,7 +73,7 @@ class Supervisor:
             problem = self._probe(handle)
             before = self.status[env_id]
             if not problem:
-                self.status[env_id] = HEALTHY
+                self.status[env_id] = DRAINED if env_id in self.drained else HEALTHY
                 self._sick_since.pop(env_id, None)
             else:
                 if not (handle is None and before.startswith("failed:")):  # keep why its start failed
@@ -113,7 +115,54 @@ class Supervisor:
         self._last_restart[env_id] = time.monotonic()
         self._start_one(env_id)
 
+    def command(self, action: str, env_id: str = "", count: int = 0) -> str:
+        """Change the fleet as asked (by the console): `drain` / `undrain` / `remove` a server, or `scale`
+        to `count` servers (new ones get the next free ids; the highest ids go first). Says what it did."""
+        if action == "scale":
+            if count < 1:
+                raise ValueError("a fleet keeps at least one server")
+            while len(self.ids) > count:
+                self.remove(self.ids[-1])
+            new, n = [], 0
+            while len(self.ids) < count:
+                while f"env-{n:03d}" in self.ids:
+                    n += 1
+                new.append(f"env-{n:03d}")
+                self.ids.append(new[-1])
+                self.status[new[-1]], self.restarts[new[-1]], self.episodes[new[-1]] = "starting", 0, 0
+            self.ids.sort()
+            with ThreadPoolExecutor(self.parallel_starts) as ex:
+                list(ex.map(self._start_one, new))
+            return f"{len(self.ids)} servers ({len(new)} started)"
+        if env_id not in self.ids:
+            raise ValueError(f"no server {env_id!r} in this fleet")
+        if action == "drain":
+            self.drained.add(env_id)
+            if self.status[env_id] == HEALTHY:
+                self.status[env_id] = DRAINED
+        elif action == "undrain":
+            self.drained.discard(env_id)
+            if self.status[env_id] == DRAINED:
+                self.status[env_id] = HEALTHY
+        elif action == "remove":
+            if len(self.ids) == 1:
+                raise ValueError("a fleet keeps at least one server")
+            self.remove(env_id)
+        else:
+            raise ValueError(f"unknown action {action!r}: drain, undrain, remove or scale")
+        return f"{env_id}: {action} done"
+
+    def remove(self, env_id: str) -> None:
+        """Stop a server and forget it (an episode on it is lost)."""
+        if env_id in self.handles:
+            self.backend.stop(self.handles.pop(env_id))
+        self.ids.remove(env_id)
+        self.drained.discard(env_id)
+        for table in (self.status, self.restarts, self.episodes, self._sick_since, self._last_restart):
+            table.pop(env_id, None)
+
     def stop_all(self) -> None:
         for env_id, handle in list(self.handles.items()):
             self.backend.stop(handle)
             self.status[env_id] = "stopped"
+

@@ -37,15 +37,18 @@ def plan(tasks: Path, *, limit: int, samples: int, journal_dir: Path, key: dict,
     return items, playable, journal, jobs
 
 
-def play_on_envs(envs: Path, policy, jobs: Sequence[tuple[TaskItem, int]], journal: "Journal", *,
-                 max_steps: int, screenshots: bool = False, **options) -> None:
-    """`play_all` on a pool over a `spawn-envs` run folder; the pool and the policy are closed after."""
+def play_on_envs(envs: Path, policy, jobs: Sequence[tuple[TaskItem, int]], journal: "Journal", *, stage: str,
+                 out: Path, max_steps: int, screenshots: bool = False, **options) -> None:
+    """`play_all` on a pool over a `spawn-envs` run folder, announced to the fleet's console as `stage`
+    writing `out`; the pool and the policy are closed after."""
     from computerrl.envs.pool import EnvPool
+    from computerrl.envs.work import WorkCard
 
     try:
         pool = EnvPool.from_manifest(envs, max_steps=max_steps, screenshot=screenshots)
         try:
-            play_all(pool, policy, jobs, journal, screenshots=screenshots, **options)
+            with WorkCard(envs, stage, str(out), total=len(jobs)) as card:
+                play_all(pool, policy, jobs, journal, screenshots=screenshots, on_played=card.update, **options)
         finally:
             pool.close()
     finally:
@@ -67,11 +70,12 @@ def step_dataset(journal: "Journal", items: Sequence[TaskItem], samples: int, sc
 
 
 def play_all(pool, policy, jobs: Sequence[tuple[TaskItem, int]], journal: "Journal", *, iteration: int = 0,
-             screenshots: bool = False, n_tasks: int, console=None, label: str = "tasks") -> None:
+             screenshots: bool = False, n_tasks: int, console=None, label: str = "tasks",
+             on_played=lambda **stats: None) -> None:
     """Play every (task, sample) job on the pool's desktops, journaling each finished trajectory.
 
-    Shows tasks done, steps/s, success and aborted so far; raises if a job could not be played
-    (a rerun resumes from the journal)."""
+    Shows tasks done, steps/s, success and aborted so far (and tells `on_played` those figures after
+    each trajectory); raises if a job could not be played (a rerun resumes from the journal)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     queue_lock, pending = threading.Lock(), list(jobs)
@@ -102,6 +106,7 @@ def play_all(pool, policy, jobs: Sequence[tuple[TaskItem, int]], journal: "Journ
                     left[item.task_id] -= 1
                     bar.update(job, advance=left[item.task_id] == 0,
                                rate=stats["steps"] / (time.monotonic() - t0), **stats)
+                    on_played(**stats)
 
         threads = [threading.Thread(target=worker, name=f"play-{k}", daemon=True) for k in range(pool.size)]
         for th in threads:

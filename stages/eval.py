@@ -60,7 +60,8 @@ def run(cfg: EvalConfig, console=None) -> dict:
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
                                           key=cfg.key(), console=console)
     if jobs:
-        play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
+        play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, stage="eval", out=cfg.out,
+                     max_steps=cfg.max_steps, screenshots=cfg.screenshots,
                      n_tasks=len(playable), console=console, label="eval")
     summary = _write(cfg, items, playable, journal)
     shutil.rmtree(cfg.journal, ignore_errors=True)

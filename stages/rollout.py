@@ -52,7 +52,8 @@ def run(cfg: RolloutConfig, console=None) -> dict:
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
                                           key=cfg.key(), console=console)
     if jobs:
-        play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, max_steps=cfg.max_steps, screenshots=cfg.screenshots,
+        play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, stage="rollout", out=cfg.out,
+                     max_steps=cfg.max_steps, screenshots=cfg.screenshots,
                      iteration=cfg.iteration, n_tasks=len(playable), console=console)
     return _assemble(cfg, playable, items, journal, console)
 

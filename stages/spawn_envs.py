@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 
 from computerrl.envs.sandbox import Limits
+from computerrl.envs.pidfile import PID_FILE, is_supervisor, supervisor_pid
 
-PID_FILE, LOG_FILE, CONFIG_FILE = "supervisor.pid", "supervisor.log", "spawn-envs.json"
+LOG_FILE, CONFIG_FILE = "supervisor.log", "spawn-envs.json"
 
 
 @dataclasses.dataclass
@@ -62,6 +63,7 @@ class SpawnEnvsConfig:
     shm_mb: int = Limits.shm_mb  # each desktop's /dev/shm, MiB (in RAM)
     max_processes: int = Limits.processes  # processes and threads each desktop's user may have
     memory_mb: int = Limits.memory_mb  # memory cap of each desktop, its RAM folders included (needs root); 0 = none
+    console: int = 0  # serve the fleet's web console on this loopback port beside the supervisor (0 = none)
     detach: bool = False  # supervise in the background and return once all are healthy
     stop: bool = False  # stop the envs of OUT (a detached supervisor, or the servers of its manifest)
 
@@ -112,7 +114,7 @@ def run(cfg: SpawnEnvsConfig) -> int:
     """Returns the exit code: 0 when all started (and, unless detached, were stopped cleanly)."""
     if cfg.stop:
         return stop(cfg.out)
-    if pid := _supervisor_pid(cfg.out):
+    if pid := supervisor_pid(cfg.out):
         print(f"a supervisor (pid {pid}) already runs the envs of {cfg.out}; stop it with `computerrl spawn-envs "
               f"--stop --out {cfg.out}`, or pick another --out", file=sys.stderr)
         return 1
@@ -126,6 +128,7 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
     from rich.live import Live
 
     from computerrl.data.datasets_io import lineage
+    from computerrl.envs import control
     from computerrl.envs.manifest import write_manifest
     from computerrl.envs.supervisor import HEALTHY, Supervisor
 
@@ -142,11 +145,16 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
     # SIGTERM (`--stop`) acts as Ctrl-C: it also interrupts the start-up, which can take minutes.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     console = Console(stderr=True)
-    all_up = False
+    all_up, web = False, None
     try:
         with Live(_table(sup), console=console, refresh_per_second=2, transient=not console.is_terminal) as live:
             sup.start_all(on_change=lambda: live.update(_table(sup)))
             save()
+            if cfg.console:
+                from computerrl.envs.console import TOKEN_FILE, server
+
+                web = server(cfg.out, port=cfg.console).start()
+                console.print(f"console at http://127.0.0.1:{cfg.console}/ (its token: {cfg.out / TOKEN_FILE})")
             all_up = all(s == HEALTHY for s in sup.status.values())
             console.print(f"[bold]{sum(s == HEALTHY for s in sup.status.values())}/{cfg.count}[/] env servers "
                           f"healthy; manifest: {cfg.out / 'manifest'}  (Ctrl-C or `computerrl spawn-envs --stop "
@@ -154,6 +162,12 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
             rounds = 0
             while max_rounds is None or rounds < max_rounds:
                 time.sleep(cfg.poll_s)
+                for command in control.take(cfg.out):  # from the console
+                    try:
+                        console.print(f"asked for {command}: {sup.command(**command)}", markup=False)
+                    except (TypeError, ValueError) as e:
+                        console.print(f"refused {command}: {e}", markup=False)
+                    save()
                 if sup.check(restart=cfg.restart):
                     save()
                 live.update(_table(sup))
@@ -161,6 +175,8 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if web is not None:
+            web.stop()
         console.print("stopping env servers…")
         sup.stop_all()
         save()
@@ -177,7 +193,7 @@ def _table(sup):
     for env_id in sup.ids:
         h = sup.handles.get(env_id)
         st = sup.status[env_id]
-        color = "green" if st == "healthy" else "yellow" if st == "starting" else "red"
+        color = "green" if st == "healthy" else "yellow" if st in ("starting", "drained") else "red"
         t.add_row(env_id, h.address if h else "-", f"[{color}]{st}[/]", str(sup.desktops),
                   str(sup.episodes[env_id]), str(sup.restarts[env_id]))
     return t
@@ -224,25 +240,6 @@ def _detach(cfg: SpawnEnvsConfig) -> int:
     return 1
 
 
-def _is_supervisor(pid: int) -> bool:
-    """Whether `pid` is a live spawn-envs process: a pid file left by a crash or a reboot may name
-    an unrelated process by now, which must never be signalled."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")  # empty for a zombie
-    except OSError:
-        return False
-    return pid != os.getpid() and b"spawn-envs" in argv
-
-
-def _supervisor_pid(out: Path) -> int | None:
-    """The pid of the supervisor running the envs of `out`, if one runs."""
-    try:
-        pid = int((out / PID_FILE).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return pid if _is_supervisor(pid) else None
-
-
 def _stopper(backend: str, handles: list):
     """A backend able to stop these handles, whichever process or host started them."""
     from computerrl.envs.backends.base import make_backend
@@ -257,12 +254,12 @@ def stop(out: Path) -> int:
     from computerrl.data.datasets_io import LINEAGE_FILE
     from computerrl.envs.manifest import MANIFEST_DIR, read_manifest, write_manifest
 
-    pid = _supervisor_pid(out)
+    pid = supervisor_pid(out)
     if pid:
         with contextlib.suppress(ProcessLookupError):  # it may have just exited
             os.kill(pid, signal.SIGTERM)
         for _ in range(600):  # it stops every server first; give it a minute
-            if not _is_supervisor(pid):
+            if not is_supervisor(pid):
                 break
             time.sleep(0.1)
         else:

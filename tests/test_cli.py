@@ -20,6 +20,7 @@ from computerrl.cli import rollout as rollout_cli
 from computerrl.cli import sft as sft_cli
 from computerrl.cli import spawn_envs as spawn_envs_cli
 from computerrl.cli.main import app
+from computerrl.envs.pidfile import is_supervisor
 from computerrl.stages import eval as eval_stage
 from computerrl.stages import filter_success, grpo, rollout, sft, spawn_envs
 
@@ -121,10 +122,10 @@ def test_stale_supervisor_pid_is_never_signalled_and_a_live_one_blocks_a_second_
         (tmp_path / "supervisor.pid").write_text(str(supervisor.pid))
         # Until the child has exec'd, /proc shows the forking parent's command line.
         deadline = time.monotonic() + 10
-        while not spawn_envs._is_supervisor(supervisor.pid) and time.monotonic() < deadline:
+        while not is_supervisor(supervisor.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
         with open(f"/proc/{supervisor.pid}/cmdline", "rb") as f:
-            assert supervisor.poll() is None and spawn_envs._is_supervisor(supervisor.pid), f.read()
+            assert supervisor.poll() is None and is_supervisor(supervisor.pid), f.read()
         assert spawn_envs.run(spawn_envs.SpawnEnvsConfig(out=tmp_path, count=1)) == 1
         assert f"a supervisor (pid {supervisor.pid}) already runs" in capsys.readouterr().err
         assert not (tmp_path / "manifest").exists() and supervisor.poll() is None

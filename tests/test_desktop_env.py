@@ -257,3 +257,26 @@ def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path, monkeypatch):
     desktop.close()
     assert wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in running), timeout_s=5)
     assert not list(Path("/tmp").glob("OSL_PIPE_*computerrl*"))  # the UNO pipe lived in the desktop's /tmp
+
+
+def test_health_tells_the_fleet_what_each_desktop_does_and_a_screenshot_changes_nothing(server):
+    """What the console shows per desktop comes from Health; its thumbnails from Screenshot, which
+    leaves the episode as it was."""
+    from computerrl.envs.client import DesktopEnv
+
+    client = server[1]
+    env = DesktopEnv(client, 0)
+    steps = client.health().desktops[0].steps
+    env.reset(options={"task": {"id": "watched", "instruction": "x", "evaluator": {"func": "infeasible"}}})
+    env.step(response("Agent.type(text='hi')"))
+    health = client.health()
+    d = health.desktops[0]
+    assert (d.task_id, d.step, d.in_episode, d.steps) == ("watched", 1, True, steps + 1)
+    assert 0 < d.reset_s < 60 and 0 < d.step_s < 30 and health.uptime_s > 0
+    thumb = Image.open(io.BytesIO(client.screenshot(0, max_width=240)))
+    full = Image.open(io.BytesIO(client.screenshot(0)))
+    assert thumb.size == (240, 135) and full.size == (1920, 1080)
+    _, _, terminated, _, info = env.step(response("Agent.exit(False)"))
+    assert terminated and not info["aborted"]  # the same episode, untouched by the screenshots
+    d = client.health().desktops[0]
+    assert (d.task_id, d.step, d.in_episode) == ("watched", 2, False)

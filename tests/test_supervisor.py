@@ -62,3 +62,48 @@ def test_a_crashed_server_is_restarted_and_the_manifest_follows(tmp_path):
     finally:
         sup.stop_all()
     assert sup.status == {"env-000": "stopped"} and not sup.backend.alive(new)
+
+
+def test_scaling_takes_the_lowest_free_ids_and_removing_forgets_a_server_with_a_failing_backend():
+    sup = Supervisor(FailingBackend(), 1)
+    sup.start_all()
+    assert sup.command("scale", count=3) == "3 servers (2 started)" and sup.ids == ["env-000", "env-001", "env-002"]
+    sup.command("remove", "env-001")
+    assert sup.ids == ["env-000", "env-002"] and "env-001" not in sup.status
+    sup.command("scale", count=3)
+    assert sup.ids == ["env-000", "env-001", "env-002"] and sup.restarts["env-001"] == 0
+    sup.command("scale", count=1)
+    assert sup.ids == ["env-000"]  # the highest ids go first
+    for bad in (lambda: sup.command("remove", "env-000"), lambda: sup.command("scale", count=0),
+                lambda: sup.command("drain", "env-007"), lambda: sup.command("explode", "env-000")):
+        with pytest.raises(ValueError):
+            bad()
+    assert sup.ids == ["env-000"]
+
+
+def test_control_commands_are_taken_once_and_in_the_order_sent(tmp_path):
+    from computerrl.envs import control
+
+    control.send(tmp_path, "drain", env_id="env-001")
+    control.send(tmp_path, "scale", count=4)
+    assert control.take(tmp_path) == [{"action": "drain", "env_id": "env-001"}, {"action": "scale", "count": 4}]
+    assert control.take(tmp_path) == []
+
+
+def test_work_cards_show_what_plays_on_a_fleet_until_it_ends_or_its_process_dies(tmp_path):
+    import json
+    import subprocess
+
+    from computerrl.envs.work import WORK_DIR, WorkCard, read_work
+
+    with WorkCard(tmp_path, "eval", "runs/eval-bc", total=96) as card:
+        card.update(played=3, success=2, steps=17, aborted=0)
+        [seen] = read_work(tmp_path)
+        assert (seen["stage"], seen["out"], seen["total"], seen["played"], seen["success"]) == \
+            ("eval", "runs/eval-bc", 96, 3, 2)
+    assert read_work(tmp_path) == []
+    dead = subprocess.Popen(["true"])  # a process that has exited: its pid names nobody now
+    dead.wait()
+    (tmp_path / WORK_DIR / "rollout-1.json").write_text(json.dumps({"stage": "rollout", "pid": dead.pid,
+                                                                   "started": 0, "out": "x", "total": 1}))
+    assert read_work(tmp_path) == []  # a card left by a killed run is not shown

@@ -64,6 +64,11 @@ class EnvServiceStub:
                 request_serializer=env__pb2.TestApiRequest.SerializeToString,
                 response_deserializer=env__pb2.TestApiResult.FromString,
                 _registered_method=True)
+        self.Screenshot = channel.unary_unary(
+                '/computerrl.env.EnvService/Screenshot',
+                request_serializer=env__pb2.ScreenshotRequest.SerializeToString,
+                response_deserializer=env__pb2.ScreenshotReply.FromString,
+                _registered_method=True)
         self.Close = channel.unary_unary(
                 '/computerrl.env.EnvService/Close',
                 request_serializer=env__pb2.CloseRequest.SerializeToString,
@@ -117,6 +122,14 @@ class EnvServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Screenshot(self, request, context):
+        """A screenshot of a desktop as it is now, for a look at the fleet (the console): it changes nothing,
+        and waits at most a few seconds for a running call on that desktop.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Close(self, request, context):
         """Stop every desktop and the server.
         """
@@ -156,6 +169,11 @@ def add_EnvServiceServicer_to_server(servicer, server):
                     servicer.TestApi,
                     request_deserializer=env__pb2.TestApiRequest.FromString,
                     response_serializer=env__pb2.TestApiResult.SerializeToString,
+            ),
+            'Screenshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.Screenshot,
+                    request_deserializer=env__pb2.ScreenshotRequest.FromString,
+                    response_serializer=env__pb2.ScreenshotReply.SerializeToString,
             ),
             'Close': grpc.unary_unary_rpc_method_handler(
                     servicer.Close,
@@ -325,6 +343,33 @@ class EnvService:
             '/computerrl.env.EnvService/TestApi',
             env__pb2.TestApiRequest.SerializeToString,
             env__pb2.TestApiResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Screenshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/computerrl.env.EnvService/Screenshot',
+            env__pb2.ScreenshotRequest.SerializeToString,
+            env__pb2.ScreenshotReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,34 @@
+"""`computerrl console`: the web console of a `spawn-envs` fleet (envs/console.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+HELP = ("Serve a web page of a spawn-envs fleet: every server and desktop (status, uptime, restarts, task and "
+        "step, reset/step latency, steps/s, last error, a live screenshot), the rollout or eval using it, and "
+        "actions (restart a desktop; drain, remove or add servers); /metrics in Prometheus' format. Loopback "
+        "by default; actions, and everything on a wider --host, need the fleet's token (ENVS/console.token, "
+        "or $COMPUTERRL_CONSOLE_TOKEN).")
+
+
+def command(
+    envs: Annotated[Path, typer.Option(help="The spawn-envs run folder (it holds the manifest).")] = Path("runs/envs"),
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8765,
+    host: Annotated[str, typer.Option(help="Interface to bind; anything but loopback needs the token for every "
+                                           "request.")] = "127.0.0.1",
+):
+    from computerrl.envs.console import TOKEN_FILE, server
+    from computerrl.envs.manifest import manifest_path
+
+    if not manifest_path(envs).exists():
+        raise typer.BadParameter(f"{envs} has no env manifest: start a fleet with `computerrl spawn-envs --out "
+                                 f"{envs}`", param_hint="--envs")
+    token = os.environ.get("COMPUTERRL_CONSOLE_TOKEN", "")
+    console = server(envs, host=host, port=port, token=token)
+    where = "$COMPUTERRL_CONSOLE_TOKEN" if token else envs / TOKEN_FILE
+    typer.echo(f"console of {envs} at http://{host}:{port}/ (the token to act on it is in {where}); Ctrl-C stops it")
+    console.run()
