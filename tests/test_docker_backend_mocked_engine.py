@@ -257,3 +257,38 @@ def test_make_backend_builds_the_docker_backend():
     backend = make_backend("docker", client_factory=FakeClient)
     assert isinstance(backend, DockerBackend) and BACKENDS["docker"] is DockerBackend
     assert backend.start("env-007").backend == "docker"
+
+
+def test_an_engine_that_does_not_answer_is_skipped_for_the_next(monkeypatch):
+    """Two engines stand for two hosts: with one down, new servers start on the other; the servers of
+    the lost one read as dead (so the supervisor replaces them) and stopping them does not fail."""
+    import requests
+
+    down: set[str] = set()
+
+    class Flaky(FakeClient):
+        def __init__(self, base_url=None):
+            if base_url in down:
+                raise docker.errors.DockerException("Error while fetching server API version")
+            super().__init__(base_url)
+
+    backend = DockerBackend(hosts=["unix:///a.sock", "unix:///b.sock"], client_factory=Flaky)
+    first = backend.start("env-000")
+    assert first.detail["docker_host"] == "unix:///a.sock"
+
+    def lost(self, cid):
+        raise requests.exceptions.ConnectionError("Connection refused")
+
+    found = FakeContainers.get
+    monkeypatch.setattr(FakeContainers, "get", lost)  # engine a is gone, with its containers
+    assert not backend.alive(first)
+    backend.stop(first)  # logged, not raised
+    monkeypatch.setattr(FakeContainers, "get", found)
+    down.add("unix:///a.sock")
+    backend._clients.pop("unix:///a.sock")  # a fresh dial, as after the engine went away
+    again = [backend.start(f"env-00{i}") for i in range(2)]
+    assert [h.detail["docker_host"] for h in again] == ["unix:///b.sock"] * 2
+    down.add("unix:///b.sock")
+    backend._clients.pop("unix:///b.sock")
+    with pytest.raises(RuntimeError, match="no Docker engine answered .*a.sock.*b.sock"):
+        backend.start("env-009")

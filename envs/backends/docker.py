@@ -13,6 +13,7 @@ server's shared token passed in the environment (never on the command line, wher
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 import secrets
@@ -22,11 +23,16 @@ from urllib.parse import urlsplit
 
 from computerrl.envs.backends.base import SERVER_PORT, EnvHandle, register_backend
 
+log = logging.getLogger("computerrl.envs.backends.docker")
 DEFAULT_IMAGE = "computerrl-desktop:latest"
 LOCAL_SOCKET = "unix:///var/run/docker.sock"
 CACHE_MOUNT = "/cache"  # where a container sees the task file cache
 APIS_MOUNT = "/apis"  # where a container sees a build-apis folder
 REMOTE_SCHEMES = ("tcp", "ssh", "http", "https")
+
+
+class EngineUnreachable(RuntimeError):
+    """A Docker engine did not answer (not running, wrong URL, connection lost)."""
 
 
 def _docker():
@@ -95,10 +101,13 @@ class DockerBackend:
                 self._clients[url] = (self._factory or _docker().DockerClient)(base_url=url)
             return self._clients[url]
 
-    def _place(self) -> str:
+    def _place(self, skip: list[str]) -> str | None:
         # Least-loaded host, first in list order on ties: round-robin while all are equal.
         with self._lock:
-            url = min(self.hosts, key=lambda h: self._load[h])
+            left = [h for h in self.hosts if h not in skip]
+            if not left:
+                return None
+            url = min(left, key=lambda h: self._load[h])
             self._load[url] += 1
             return url
 
@@ -114,8 +123,19 @@ class DockerBackend:
         return "127.0.0.1" if self.publish_ip in ("0.0.0.0", "::") else self.publish_ip
 
     def start(self, env_id: str, *, desktops: int = 1) -> EnvHandle:
+        """A container on the least-loaded engine; an engine that does not answer is skipped for the next."""
+        unreachable: list[str] = []
+        while (url := self._place(skip=unreachable)) is not None:
+            try:
+                return self._start_on(url, env_id, desktops)
+            except EngineUnreachable as e:
+                unreachable.append(url)
+                last = e
+        raise RuntimeError(str(last) if len(unreachable) == 1 else
+                           f"no Docker engine answered ({', '.join(unreachable)}); the last said: {last}")
+
+    def _start_on(self, url: str, env_id: str, desktops: int) -> EnvHandle:
         errors = _docker().errors
-        url = self._place()
         try:
             client = self._client(url)
             if url not in self._image_ok:
@@ -132,9 +152,11 @@ class DockerBackend:
                 volumes={**({self.cache: {"bind": CACHE_MOUNT, "mode": "ro"}} if self.cache else {}),
                          **({self.apis: {"bind": APIS_MOUNT, "mode": "ro"}} if self.apis else {})},
                 # Each desktop is a bubblewrap sandbox inside the container, as with the local backend:
-                # it needs user namespaces, which Docker's default seccomp profile forbids. Nothing
-                # else is granted: the server runs as an unprivileged user with no capabilities.
-                security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+                # it needs user namespaces, which Docker's default seccomp profile forbids, and to mount
+                # a fresh /proc, which Docker's masked /proc paths forbid ("Can't mount proc on
+                # /newroot/proc"). Nothing else is granted: the server runs as an unprivileged user with
+                # no capabilities.
+                security_opt=["seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"],
                 cap_drop=["ALL"],
                 detach=True,
                 name=f"computerrl-{safe_id}-{secrets.token_hex(3)}",
@@ -158,7 +180,7 @@ class DockerBackend:
             self._release(url)
             if isinstance(e, errors.APIError):  # the engine answered: its message says it all
                 raise
-            raise RuntimeError(
+            raise EngineUnreachable(
                 f"cannot reach the Docker engine at {url}: {e}. Is dockerd running there, and "
                 "are DOCKER_HOST / the hosts option right?"
             ) from e
@@ -186,16 +208,30 @@ class DockerBackend:
         return client.containers.get(handle.detail["container"])
 
     def stop(self, handle: EnvHandle) -> None:
+        """Stop and remove its container. One on an engine that no longer answers cannot be: it is
+        forgotten (its slot freed), and `spawn-envs --stop` removes it once that engine is back."""
+        errors = _docker().errors
         try:
             container = self._container(handle)
             container.stop(timeout=5)  # SIGTERM lets the server close its desktops; then SIGKILL
             container.remove(force=True)
-        except _docker().errors.NotFound:
+        except errors.NotFound:
             return  # already gone: stopping is idempotent (and its slot was released then)
+        except (errors.DockerException, OSError) as e:
+            if isinstance(e, errors.APIError):
+                raise
+            log.warning("%s: its engine %s does not answer (%s); its container is left there",
+                        handle.env_id, handle.detail["docker_host"], e)
         self._release(handle.detail["docker_host"])
 
     def alive(self, handle: EnvHandle) -> bool:
+        """Its container runs (False too when its engine does not answer: the supervisor starts another)."""
+        errors = _docker().errors
         try:
             return self._container(handle).status == "running"
-        except _docker().errors.NotFound:
+        except errors.NotFound:
+            return False
+        except (errors.DockerException, OSError) as e:
+            if isinstance(e, errors.APIError):
+                raise
             return False
