@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import html
+import os
 import secrets
 import threading
 import time
@@ -30,41 +31,70 @@ THUMB_WIDTH, THUMB_EVERY_S = 240, 10
 
 
 def console_token(envs: Path | str) -> str:
-    """The fleet's console token: ENVS/console.token, made on first use (mode 0600)."""
+    """The fleet's console token: ENVS/console.token, made on first use, readable by its owner only."""
     path = Path(envs) / TOKEN_FILE
-    if not path.exists():
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(24))
-    return path.read_text().strip()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        deadline = time.monotonic() + 5
+        while not (token := path.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # another process made it a moment ago and is writing it
+        if not token:
+            raise RuntimeError(f"{path} is empty: remove it, and a new token is made") from None
+        return token
+    token = secrets.token_urlsafe(24)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    return token
 
 
-def make_app(envs: Path | str, token: str, *, open_reads: bool):
-    """The console's ASGI app. `open_reads`: pages, thumbnails and metrics need no token (a loopback bind)."""
+def make_app(envs: Path | str, token: str, *, loopback: bool):
+    """The console's ASGI app. On a `loopback` bind, pages, thumbnails and metrics need no token (and only
+    loopback host names are served, against DNS rebinding); actions always need it."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
     from starlette.routing import Route
 
     fleet = Fleet(envs)
     cached: dict = {"view": None, "at": 0.0}
     lock = threading.Lock()
+    said: dict[str, str] = {}  # what the latest actions did, by the id their redirect carries
 
-    def look() -> FleetView:
+    def look(fresh: bool = False) -> FleetView:
         with lock:
-            if cached["view"] is None or time.monotonic() - cached["at"] > LOOK_TTL_S:
-                cached["view"], cached["at"] = fleet.look(), time.monotonic()
+            if fresh or cached["view"] is None or time.monotonic() - cached["at"] > LOOK_TTL_S:
+                try:
+                    cached["view"], cached["at"] = fleet.look(), time.monotonic()
+                except (OSError, ValueError):  # the manifest is being rewritten: the last look stands
+                    if cached["view"] is None:
+                        raise
             return cached["view"]
 
-    def signed_in(request, form: dict | None = None) -> bool:
-        given = request.cookies.get(COOKIE, "")
+    def given_token(request, form: dict | None = None) -> tuple[str, bool]:
+        """(the token the request carries, whether it came as the cookie)."""
+        if form and form.get("token"):
+            return form["token"], False
         auth = request.headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
-            given = auth[7:]
-        given = (form or {}).get("token", given)
+            return auth[7:], False
+        return request.cookies.get(COOKIE, ""), True
+
+    def signed_in(request, form: dict | None = None) -> bool:
+        given, _ = given_token(request, form)
         return bool(given) and hmac.compare_digest(given.encode(), token.encode())
 
+    def may_act(request, form: dict) -> bool:
+        """Signed in, and, when by cookie, asked from this console's own pages: a page of another site
+        (or of another port of this machine, which SameSite does not tell apart) sends its own Origin."""
+        _, by_cookie = given_token(request, form)
+        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        return signed_in(request, form) and (not by_cookie or request.headers.get("origin") == own)
+
     def may_read(request) -> bool:
-        return open_reads or signed_in(request)
+        return loopback or signed_in(request)
 
     async def form_of(request) -> dict:
         return {k: v[0] for k, v in parse_qs((await request.body()).decode(errors="replace")).items()}
@@ -72,8 +102,8 @@ def make_app(envs: Path | str, token: str, *, open_reads: bool):
     def page(request):  # plain functions run in a thread: the fleet's RPCs block
         if not may_read(request):
             return RedirectResponse("/login", status_code=303)
-        said = request.query_params.get("said", "")
-        return HTMLResponse(render_page(look(), said, signed_in(request)))
+        return HTMLResponse(render_page(look(), said.get(request.query_params.get("said", ""), ""),
+                                        signed_in(request)))
 
     def fragment(request):
         if not may_read(request):
@@ -84,13 +114,15 @@ def make_app(envs: Path | str, token: str, *, open_reads: bool):
         if not may_read(request):
             return PlainTextResponse("sign in first", status_code=401)
         env_id, desktop = request.path_params["env_id"], request.path_params["desktop"]
-        width = int(request.query_params.get("w", "0") or 0)
+        width = request.query_params.get("w", "0")
+        if not width.isdigit():
+            return PlainTextResponse("w: a width in pixels", status_code=400)
         try:
             client = fleet.client(env_id)
         except KeyError:
             return PlainTextResponse(f"no server {env_id}", status_code=404)
         try:
-            png = client.screenshot(desktop, max_width=width)
+            png = client.screenshot(desktop, max_width=min(int(width), 1 << 16))
         except EnvError as e:
             return PlainTextResponse(str(e), status_code=503)
         finally:
@@ -108,37 +140,50 @@ def make_app(envs: Path | str, token: str, *, open_reads: bool):
         if request.method == "GET":
             return HTMLResponse(LOGIN_PAGE)
         form = await form_of(request)
-        if not signed_in(request, form):
+        if not form.get("token") or not signed_in(request, form):
             return HTMLResponse(LOGIN_PAGE.replace("<!--said-->", "<p class=bad>That is not this fleet's token.</p>"),
                                 status_code=403)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, form["token"], httponly=True, samesite="strict")
+        response.set_cookie(COOKIE, form["token"], httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https")
         return response
 
     async def action(request):
         form = await form_of(request)
-        if not signed_in(request, form):
+        if not may_act(request, form):
             return PlainTextResponse("actions need the fleet's console token: sign in at /login", status_code=403)
-        try:
-            said = await run_in_threadpool(lambda: act(fleet, look().supervised, form))
-        except (KeyError, ValueError, EnvError) as e:
-            said = f"not done: {e}"
-        with lock:
-            cached["view"] = None  # show the change at once
-        return RedirectResponse(f"/?said={quote(said)}", status_code=303)
 
+        def carry_out() -> str:
+            try:
+                done = act(fleet, look().supervised, form)
+            except (KeyError, ValueError, EnvError) as e:
+                done = f"not done: {e}"
+            look(fresh=True)  # the page shows the change at once
+            return done
+
+        key = secrets.token_hex(4)
+        said[key] = await run_in_threadpool(carry_out)
+        while len(said) > 64:
+            said.pop(next(iter(said)))
+        return RedirectResponse(f"/?said={key}", status_code=303)
+
+    hosts = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else ["*"]
     return Starlette(routes=[
         Route("/", page), Route("/fleet", fragment), Route("/shot/{env_id}/{desktop:int}", shot),
         Route("/metrics", metrics), Route("/login", login, methods=["GET", "POST"]),
-        Route("/action", action, methods=["POST"])])
+        Route("/action", action, methods=["POST"])],
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)])
 
 
-def server(envs: Path | str, *, host: str = "127.0.0.1", port: int = 8765, token: str = ""):
-    """A uvicorn server of the console (`.run()` it, or `start()` it beside other work)."""
+def server(envs: Path | str, *, host: str = "127.0.0.1", port: int = 8765, token: str = "",
+           ssl_certfile: str = "", ssl_keyfile: str = ""):
+    """A uvicorn server of the console (`.run()` it, or `start()` it beside other work); HTTPS with a
+    certificate and key."""
     import uvicorn
 
-    app = make_app(envs, token or console_token(envs), open_reads=is_loopback(host))
-    return ConsoleServer(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    app = make_app(envs, token or console_token(envs), loopback=is_loopback(host))
+    return ConsoleServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                        ssl_certfile=ssl_certfile or None, ssl_keyfile=ssl_keyfile or None))
 
 
 class ConsoleServer:
@@ -265,8 +310,9 @@ def _seconds(s: float | None) -> str:
 
 
 def _button(label: str, **fields) -> str:
+    """A one-button form posting `fields` to /action; its class is the action, for scripts and tests."""
     hidden = "".join(f'<input type=hidden name="{_e(k)}" value="{_e(v)}">' for k, v in fields.items())
-    return f'<form method=post action="/action">{hidden}<button>{_e(label)}</button></form>'
+    return f'<form class="{_e(fields["action"])}" method=post action="/action">{hidden}<button>{_e(label)}</button></form>'
 
 
 def render_fleet(view: FleetView, signed_in: bool) -> str:
@@ -276,9 +322,9 @@ def render_fleet(view: FleetView, signed_in: bool) -> str:
         out.append("<table><tr><th>stage</th><th>output</th><th>done</th><th>left</th><th>success</th>"
                    "<th>steps</th><th>running for</th></tr>")
         for c in view.work:
-            out.append(f"<tr><td>{_e(c['stage'])}</td><td>{_e(c['out'])}</td><td>{c['played']}</td>"
-                       f"<td>{c['total'] - c['played']}</td><td>{c['success']}/{c['played']}</td><td>{c['steps']}</td>"
-                       f"<td>{_seconds(time.time() - c['started'])}</td></tr>")
+            out.append(f"<tr class=work><td>{_e(c['stage'])}</td><td>{_e(c['out'])}</td><td>{c['played']:d}</td>"
+                       f"<td>{c['total'] - c['played']:d}</td><td>{c['success']:d}/{c['played']:d}</td>"
+                       f"<td>{c['steps']:d}</td><td>{_seconds(time.time() - c['started'])}</td></tr>")
         out.append("</table>")
     else:
         out.append("<p>No rollout or eval is using this fleet.</p>")

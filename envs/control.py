@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 
 from computerrl.data.files import write_atomic
@@ -15,7 +16,7 @@ CONTROL_DIR = "control"
 def send(envs: Path | str, action: str, **args) -> None:
     folder = Path(envs) / CONTROL_DIR
     folder.mkdir(mode=0o700, exist_ok=True)
-    write_atomic(folder / f"{time.time_ns()}.json", json.dumps({"action": action, **args}))
+    write_atomic(folder / f"{time.time_ns()}-{uuid.uuid4().hex[:8]}.json", json.dumps({"action": action, **args}))
 
 
 def take(envs: Path | str) -> list[dict]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from computerrl.envs.client import EnvClient, EnvError
 from computerrl.envs.manifest import handle_of, manifest_rows, read_manifest
 from computerrl.envs.pidfile import supervisor_pid
+from computerrl.envs.supervisor import REMOVED
 from computerrl.envs.work import read_work
 
 HEALTH_TIMEOUT_S = 3.0  # a server slower than this to answer Health shows as not answering
@@ -71,7 +72,7 @@ class Fleet:
         self._pool = ThreadPoolExecutor(16, thread_name_prefix="fleet-health")
 
     def look(self) -> FleetView:
-        rows = manifest_rows(self.envs)
+        rows = [r for r in manifest_rows(self.envs) if r["status"] != REMOVED]
         handles = [handle_of(r) for r in rows]
         replies = list(self._pool.map(_health, handles))
         now = time.monotonic()

@@ -61,6 +61,7 @@ class EnvPool:
         self.parked: set[tuple[str, int]] = set()  # desktops of servers the fleet drained or removed
         self._unwanted: set[str] = set()
         self._manifest_seen: tuple = ()  # (inode, mtime) of the manifest last read
+        self._parking = threading.Lock()  # parked and _unwanted (not _lock: a replacement holds it for minutes)
         for h in handles:
             for d in range(h.desktops):
                 self.free.put((h.env_id, d))
@@ -98,9 +99,9 @@ class EnvPool:
                 env_id, desktop = self.free.get(timeout=max(0.0, left))  # a second at most: desktops may be set aside
             except queue.Empty:
                 continue
-            if env_id in self._unwanted:
-                self.parked.add((env_id, desktop))
-            elif env_id in self.handles and (env_id, desktop) not in self.set_aside:  # else: retired
+            if self._park((env_id, desktop)):
+                continue
+            if env_id in self.handles and (env_id, desktop) not in self.set_aside:  # else: retired
                 break
         env = DesktopEnv(self.clients[env_id], desktop, max_steps=self.max_steps, screenshot=self.screenshot)
         env.env_id = env_id
@@ -125,6 +126,7 @@ class EnvPool:
         """No new lease on a server the fleet's supervisor has drained or removed since (the console's
         doing); its desktops come back if it is undrained."""
         from computerrl.envs.manifest import manifest_path, read_manifest
+        from computerrl.envs.supervisor import DRAINED, REMOVED
 
         if self.manifest is None:
             return
@@ -136,11 +138,20 @@ class EnvPool:
             self._manifest_seen = (stat.st_ino, stat.st_mtime_ns)
         except (OSError, ValueError):  # mid-rewrite: read it next time
             return
-        with self._lock:
-            self._unwanted = set(self.handles) - {h.env_id for h in handles if status[h.env_id] != "drained"}
+        wanted = {h.env_id for h in handles if status[h.env_id] not in (DRAINED, REMOVED)}
+        with self._parking:
+            self._unwanted = set(self.handles) - wanted
             for key in [k for k in self.parked if k[0] not in self._unwanted]:
                 self.parked.discard(key)
                 self.free.put(key)
+
+    def _park(self, key: tuple[str, int]) -> bool:
+        """Keep aside a desktop of a drained or removed server (until an undrain); whether it was."""
+        with self._parking:
+            if key[0] in self._unwanted:
+                self.parked.add(key)
+                return True
+            return False
 
     def _rebuild(self, key: tuple[str, int]) -> None:
         """Ask the desktop's server for a fresh one; set the desktop aside if none comes."""
@@ -208,6 +219,7 @@ class EnvPool:
     def _from_manifest(self, old: EnvHandle) -> tuple[EnvHandle, EnvClient]:
         """Wait for the supervisor to list a healthy replacement (new address or token) of `old`."""
         from computerrl.envs.manifest import read_manifest
+        from computerrl.envs.supervisor import DRAINED, HEALTHY, REMOVED
 
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
@@ -216,9 +228,9 @@ class EnvPool:
             except (OSError, ValueError):  # mid-rewrite: read again
                 handles, status = [], {}
             new = next((h for h in handles if h.env_id == old.env_id), None)
-            if handles and new is None:
+            if new is not None and status[new.env_id] == REMOVED:
                 raise EnvError(f"{old.env_id} was removed from the fleet of {self.manifest}")
-            if new is not None and status[new.env_id] == "healthy" and (new.address, new.token) != (old.address,
+            if new is not None and status[new.env_id] in (HEALTHY, DRAINED) and (new.address, new.token) != (old.address,
                                                                                                   old.token):
                 client = EnvClient(new.address, new.token, timeout_s=self.call_timeout_s)
                 if not wait_healthy(client, 30.0):

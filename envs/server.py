@@ -56,7 +56,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a 4K PNG screenshot plus a full tree fit
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 RETRY_S = 10.0  # pause after a desktop failed to start, before the next try
 TEST_API_S = 60.0  # default time for a generated API's tests, all together
-SCREENSHOT_WAIT_S = 5.0  # how long a Screenshot waits for the call running on its desktop
+SCREENSHOT_WAIT_S = 2.0  # how long a Screenshot waits for the call running on its desktop
 
 
 class Slot:
@@ -66,6 +66,7 @@ class Slot:
         self.index, self.workdir, self.options = index, workdir, desktop_options
         self.desktop: Desktop | None = None
         self.lock = threading.Lock()  # one call at a time per desktop
+        self.shooting = threading.Lock()  # one Screenshot at a time
         self.problem = "starting"  # why there is no usable desktop ("" when there is)
         self.closing = False  # the server is stopping: build nothing more
         self.episode = 0  # id of the running episode (0 = none)
@@ -374,14 +375,21 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     def Screenshot(self, request, context):
         slot = self._slot(request.desktop, context)
-        if not slot.lock.acquire(timeout=SCREENSHOT_WAIT_S):
-            context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is busy")
+        # One at a time per desktop, each waiting briefly behind the desktop's call: watchers must never
+        # take the server's workers from the episodes (or from the supervisor's Health).
+        if not slot.shooting.acquire(blocking=False):
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"a screenshot of desktop {slot.index} is being taken")
         try:
-            if slot.desktop is None:
-                context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is unavailable: {slot.problem}")
-            png = slot.desktop.screenshot()
+            if not slot.lock.acquire(timeout=SCREENSHOT_WAIT_S):
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is busy")
+            try:
+                if slot.desktop is None:
+                    context.abort(grpc.StatusCode.UNAVAILABLE, f"desktop {slot.index} is unavailable: {slot.problem}")
+                png = slot.desktop.screenshot()
+            finally:
+                slot.lock.release()
         finally:
-            slot.lock.release()
+            slot.shooting.release()
         return env_pb2.ScreenshotReply(png=scaled_png(png, request.max_width) if request.max_width else png)
 
     def Rebuild(self, request, context):

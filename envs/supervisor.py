@@ -14,6 +14,7 @@ from computerrl.envs.pool import wait_healthy
 log = logging.getLogger("computerrl.envs.supervisor")
 HEALTHY = "healthy"
 DRAINED = "drained"  # healthy, but no new episode goes to it (the pool leases only healthy servers)
+REMOVED = "removed"  # stopped and gone from the fleet: a pool that had it retires it
 
 
 class Supervisor:
@@ -32,6 +33,7 @@ class Supervisor:
         self._last_restart: dict[str, float] = {}  # monotonic time of each env's last restart
         self._stopping = threading.Event()  # set on Ctrl-C: starts under way stop waiting for health
         self.drained: set[str] = set()
+        self.removed: dict[str, EnvHandle] = {}  # servers taken out of the fleet, listed as such in the manifest
 
     def start_all(self, on_change=lambda: None) -> None:
         """Start every server, a few at a time (each desktop's LibreOffice start is CPU-heavy)."""
@@ -63,7 +65,8 @@ class Supervisor:
                                    alive=lambda: not self._stopping.is_set() and self.backend.alive(handle))
         finally:
             client.close()
-        self.status[env_id] = HEALTHY if not problem else f"unhealthy: {problem}"
+        self.status[env_id] = (DRAINED if env_id in self.drained else HEALTHY) if not problem else \
+            f"unhealthy: {problem}"
 
     def check(self, restart: bool = True) -> bool:
         """One supervision round; returns whether anything changed."""
@@ -119,8 +122,8 @@ class Supervisor:
         """Change the fleet as asked (by the console): `drain` / `undrain` / `remove` a server, or `scale`
         to `count` servers (new ones get the next free ids; the highest ids go first). Says what it did."""
         if action == "scale":
-            if count < 1:
-                raise ValueError("a fleet keeps at least one server")
+            if not 1 <= count <= 2 * len(self.ids) + 8:  # at most about doubling at once: a typo starts no thousands
+                raise ValueError(f"{count} servers: between 1 and {2 * len(self.ids) + 8} from {len(self.ids)}")
             while len(self.ids) > count:
                 self.remove(self.ids[-1])
             new, n = [], 0
@@ -128,12 +131,14 @@ class Supervisor:
                 while f"env-{n:03d}" in self.ids:
                     n += 1
                 new.append(f"env-{n:03d}")
+                self.removed.pop(new[-1], None)
                 self.ids.append(new[-1])
                 self.status[new[-1]], self.restarts[new[-1]], self.episodes[new[-1]] = "starting", 0, 0
             self.ids.sort()
             with ThreadPoolExecutor(self.parallel_starts) as ex:
                 list(ex.map(self._start_one, new))
-            return f"{len(self.ids)} servers ({len(new)} started)"
+            failed = sum(not self.status[i] in (HEALTHY, DRAINED) for i in new)
+            return f"{len(self.ids)} servers ({len(new)} started" + (f", {failed} of them not healthy)" if failed else ")")
         if env_id not in self.ids:
             raise ValueError(f"no server {env_id!r} in this fleet")
         if action == "drain":
@@ -153,13 +158,19 @@ class Supervisor:
         return f"{env_id}: {action} done"
 
     def remove(self, env_id: str) -> None:
-        """Stop a server and forget it (an episode on it is lost)."""
+        """Stop a server and take it out of the fleet (an episode on it is lost)."""
         if env_id in self.handles:
-            self.backend.stop(self.handles.pop(env_id))
+            self.removed[env_id] = self.handles.pop(env_id)
+            self.backend.stop(self.removed[env_id])
         self.ids.remove(env_id)
         self.drained.discard(env_id)
         for table in (self.status, self.restarts, self.episodes, self._sick_since, self._last_restart):
             table.pop(env_id, None)
+
+    def manifest(self) -> tuple[list[EnvHandle], dict[str, str]]:
+        """(handles, status by env id) for the manifest: every server with a handle, the removed ones too."""
+        handles = [self.handles[i] for i in self.ids if i in self.handles] + list(self.removed.values())
+        return handles, {**self.status, **{i: REMOVED for i in self.removed}}
 
     def stop_all(self) -> None:
         for env_id, handle in list(self.handles.items()):

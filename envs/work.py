@@ -13,6 +13,7 @@ from pathlib import Path
 from computerrl.data.files import write_atomic
 
 WORK_DIR = "work"
+FIGURES = ("pid", "total", "played", "success", "aborted", "steps")
 
 
 class WorkCard:
@@ -45,10 +46,13 @@ def read_work(envs: Path | str) -> list[dict]:
     for path in sorted((Path(envs) / WORK_DIR).glob("*.json")):
         try:
             card = json.loads(path.read_text())
-            if _alive(card["pid"]):
-                cards.append(card)
-        except (OSError, ValueError, KeyError, TypeError):  # half a card cannot be: written atomically
+            whole = isinstance(card, dict) and all(isinstance(card.get(k), int) for k in FIGURES) and \
+                isinstance(card.get("started"), (int, float)) and isinstance(card.get("stage"), str) and \
+                isinstance(card.get("out"), str)
+        except (OSError, ValueError, RecursionError):
             continue
+        if whole and _alive(card["pid"]):  # else: not a card of ours, or its run was killed
+            cards.append(card)
     return sorted(cards, key=lambda c: c["started"])
 
 

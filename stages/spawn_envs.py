@@ -140,7 +140,7 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
     card = lineage("spawn-envs", cfg)
 
     def save():
-        write_manifest(cfg.out, [sup.handles[i] for i in sup.ids if i in sup.handles], sup.status, sup.restarts, card)
+        write_manifest(cfg.out, *sup.manifest(), sup.restarts, card)
 
     # SIGTERM (`--stop`) acts as Ctrl-C: it also interrupts the start-up, which can take minutes.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -153,8 +153,11 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
             if cfg.console:
                 from computerrl.envs.console import TOKEN_FILE, server
 
-                web = server(cfg.out, port=cfg.console).start()
-                console.print(f"console at http://127.0.0.1:{cfg.console}/ (its token: {cfg.out / TOKEN_FILE})")
+                try:
+                    web = server(cfg.out, port=cfg.console).start()
+                    console.print(f"console at http://127.0.0.1:{cfg.console}/ (its token: {cfg.out / TOKEN_FILE})")
+                except Exception as e:  # noqa: BLE001 - the fleet goes on without its page
+                    console.print(f"[red]the console did not start[/]: {e}")
             all_up = all(s == HEALTHY for s in sup.status.values())
             console.print(f"[bold]{sum(s == HEALTHY for s in sup.status.values())}/{cfg.count}[/] env servers "
                           f"healthy; manifest: {cfg.out / 'manifest'}  (Ctrl-C or `computerrl spawn-envs --stop "
@@ -165,8 +168,8 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
                 for command in control.take(cfg.out):  # from the console
                     try:
                         console.print(f"asked for {command}: {sup.command(**command)}", markup=False)
-                    except (TypeError, ValueError) as e:
-                        console.print(f"refused {command}: {e}", markup=False)
+                    except Exception as e:  # noqa: BLE001 - a bad or failed command must not stop the fleet
+                        console.print(f"refused {command}: {type(e).__name__}: {e}", markup=False)
                     save()
                 if sup.check(restart=cfg.restart):
                     save()
@@ -276,7 +279,7 @@ def stop(out: Path) -> int:
                   f"killed before writing one leaves servers only {out / LOG_FILE} names)", file=sys.stderr)
         return 0 if pid else 1
     # A supervisor that stopped cleanly marked its servers stopped; one that was killed did not.
-    running = [h for h in handles if status.get(h.env_id) != "stopped"]
+    running = [h for h in handles if status.get(h.env_id) not in ("stopped", "removed")]
     for name in sorted({h.backend for h in running}):
         group = [h for h in running if h.backend == name]
         backend = _stopper(name, group)

@@ -67,7 +67,7 @@ def test_a_crashed_server_is_restarted_and_the_manifest_follows(tmp_path):
 def test_scaling_takes_the_lowest_free_ids_and_removing_forgets_a_server_with_a_failing_backend():
     sup = Supervisor(FailingBackend(), 1)
     sup.start_all()
-    assert sup.command("scale", count=3) == "3 servers (2 started)" and sup.ids == ["env-000", "env-001", "env-002"]
+    assert sup.command("scale", count=3) == "3 servers (2 started, 2 of them not healthy)" and sup.ids == ["env-000", "env-001", "env-002"]
     sup.command("remove", "env-001")
     assert sup.ids == ["env-000", "env-002"] and "env-001" not in sup.status
     sup.command("scale", count=3)
@@ -75,7 +75,8 @@ def test_scaling_takes_the_lowest_free_ids_and_removing_forgets_a_server_with_a_
     sup.command("scale", count=1)
     assert sup.ids == ["env-000"]  # the highest ids go first
     for bad in (lambda: sup.command("remove", "env-000"), lambda: sup.command("scale", count=0),
-                lambda: sup.command("drain", "env-007"), lambda: sup.command("explode", "env-000")):
+                lambda: sup.command("drain", "env-007"), lambda: sup.command("explode", "env-000"),
+                lambda: sup.command("scale", count=11)):  # from 1: at most 2 × 1 + 8
         with pytest.raises(ValueError):
             bad()
     assert sup.ids == ["env-000"]
@@ -104,6 +105,8 @@ def test_work_cards_show_what_plays_on_a_fleet_until_it_ends_or_its_process_dies
     assert read_work(tmp_path) == []
     dead = subprocess.Popen(["true"])  # a process that has exited: its pid names nobody now
     dead.wait()
-    (tmp_path / WORK_DIR / "rollout-1.json").write_text(json.dumps({"stage": "rollout", "pid": dead.pid,
-                                                                   "started": 0, "out": "x", "total": 1}))
-    assert read_work(tmp_path) == []  # a card left by a killed run is not shown
+    card = {"stage": "rollout", "out": "x", "pid": dead.pid, "started": 0.0, "total": 1, "played": 0, "success": 0,
+            "aborted": 0, "steps": 0}
+    (tmp_path / WORK_DIR / "rollout-1.json").write_text(json.dumps(card))
+    (tmp_path / WORK_DIR / "eval-2.json").write_text(json.dumps({**card, "pid": os.getpid(), "played": "<b>"}))
+    assert read_work(tmp_path) == []  # neither a card left by a killed run nor one that is not ours

@@ -124,7 +124,7 @@ class EnvServiceServicer:
 
     def Screenshot(self, request, context):
         """A screenshot of a desktop as it is now, for a look at the fleet (the console): it changes nothing,
-        and waits at most a few seconds for a running call on that desktop.
+        waits at most two seconds for a running call on that desktop, and one runs at a time per desktop.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
