@@ -12,7 +12,7 @@ from pathlib import Path
 
 from computerrl.envs.client import EnvClient, EnvError
 from computerrl.envs.manifest import handle_of, manifest_rows, read_manifest
-from computerrl.envs.pidfile import supervisor_pid
+from computerrl.envs.pidfile import is_supervised
 from computerrl.envs.supervisor import REMOVED
 from computerrl.envs.work import read_work
 
@@ -81,7 +81,7 @@ class Fleet:
             desktops = [self._desktop(handle, d, now) for d in reply.desktops] if reply else []
             servers.append(ServerView(handle.env_id, handle.address, host_of(handle), handle.backend, row["status"],
                                       row["restarts"], reply.uptime_s if reply else None, error, desktops))
-        return FleetView(self.envs, servers, read_work(self.envs), supervisor_pid(self.envs) is not None, time.time())
+        return FleetView(self.envs, servers, read_work(self.envs), is_supervised(self.envs), time.time())
 
     def _desktop(self, handle, d, now: float) -> DesktopView:
         key = (handle.env_id, handle.address, d.desktop)

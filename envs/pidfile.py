@@ -19,9 +19,18 @@ def is_supervisor(pid: int) -> bool:
 
 
 def supervisor_pid(out: Path) -> int | None:
-    """The pid of the supervisor running the envs of the run folder `out`, if one runs."""
+    """The pid of another process supervising the envs of the run folder `out`, if one runs."""
+    pid = _recorded(out)
+    return pid if pid and is_supervisor(pid) else None
+
+
+def is_supervised(out: Path) -> bool:
+    """Whether a supervisor runs for `out`: another process, or this one (a console beside it)."""
+    return _recorded(out) == os.getpid() or supervisor_pid(out) is not None
+
+
+def _recorded(out: Path) -> int | None:
     try:
-        pid = int((Path(out) / PID_FILE).read_text())
+        return int((Path(out) / PID_FILE).read_text())
     except (FileNotFoundError, ValueError):
         return None
-    return pid if is_supervisor(pid) else None
