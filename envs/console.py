@@ -353,7 +353,8 @@ def render_fleet(view: FleetView, signed_in: bool) -> str:
             restart = _button("restart", action="restart", env_id=s.env_id, desktop=d.index) if signed_in else ""
             state = "" if d.healthy else f"<br><span class=bad>{_e(d.problem)}</span>"
             out.append(f"<tr class=desktop data-env='{_e(s.env_id)}' data-desktop={d.index}>{head}<td>{d.index}"
-                       f"{state}</td><td>{task}</td><td>{d.reset_s:.2f} s</td><td>{d.step_s:.2f} s</td>"
+                       f"{state}</td><td>{task}</td><td>{f'{d.reset_s:.2f} s' if d.episodes else '—'}</td>"
+                       f"<td>{f'{d.step_s:.2f} s' if d.steps else '—'}</td>"
                        f"<td>{d.steps_per_s:.2f}</td><td class=error>{_e(d.last_error)}</td><td>{thumb}</td>"
                        f"<td>{restart}</td></tr>")
             head = "<td></td>" * 6  # the server's cells once per server
