@@ -230,8 +230,8 @@ class EnvPool:
             new = next((h for h in handles if h.env_id == old.env_id), None)
             if new is not None and status[new.env_id] == REMOVED:
                 raise EnvError(f"{old.env_id} was removed from the fleet of {self.manifest}")
-            if new is not None and status[new.env_id] in (HEALTHY, DRAINED) and (new.address, new.token) != (old.address,
-                                                                                                  old.token):
+            fresh = new is not None and (new.address, new.token) != (old.address, old.token)
+            if fresh and status[new.env_id] in (HEALTHY, DRAINED):
                 client = EnvClient(new.address, new.token, timeout_s=self.call_timeout_s)
                 if not wait_healthy(client, 30.0):
                     return new, client

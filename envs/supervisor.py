@@ -137,7 +137,7 @@ class Supervisor:
             self.ids.sort()
             with ThreadPoolExecutor(self.parallel_starts) as ex:
                 list(ex.map(self._start_one, new))
-            failed = sum(not self.status[i] in (HEALTHY, DRAINED) for i in new)
+            failed = sum(self.status[i] not in (HEALTHY, DRAINED) for i in new)
             return f"{len(self.ids)} servers ({len(new)} started" + (f", {failed} of them not healthy)" if failed else ")")
         if env_id not in self.ids:
             raise ValueError(f"no server {env_id!r} in this fleet")
@@ -176,4 +176,3 @@ class Supervisor:
         for env_id, handle in list(self.handles.items()):
             self.backend.stop(handle)
             self.status[env_id] = "stopped"
-

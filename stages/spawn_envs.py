@@ -35,8 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-from computerrl.envs.sandbox import Limits
 from computerrl.envs.pidfile import PID_FILE, is_supervisor, supervisor_pid
+from computerrl.envs.sandbox import Limits
 
 LOG_FILE, CONFIG_FILE = "supervisor.log", "spawn-envs.json"
 
