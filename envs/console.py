@@ -18,7 +18,7 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from computerrl.envs import control
 from computerrl.envs.client import EnvError
@@ -48,7 +48,7 @@ def console_token(envs: Path | str) -> str:
     return token
 
 
-def make_app(envs: Path | str, token: str, *, loopback: bool):
+def make_app(envs: Path | str, token: str, *, loopback: bool, host: str = "127.0.0.1"):
     """The console's ASGI app. On a `loopback` bind, pages, thumbnails and metrics need no token (and only
     loopback host names are served, against DNS rebinding); actions always need it."""
     from starlette.applications import Starlette
@@ -90,8 +90,8 @@ def make_app(envs: Path | str, token: str, *, loopback: bool):
         """Signed in, and, when by cookie, asked from this console's own pages: a page of another site
         (or of another port of this machine, which SameSite does not tell apart) sends its own Origin."""
         _, by_cookie = given_token(request, form)
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        return signed_in(request, form) and (not by_cookie or request.headers.get("origin") == own)
+        origin = urlsplit(request.headers.get("origin", "")).netloc  # host and port: a TLS proxy changes the scheme
+        return signed_in(request, form) and (not by_cookie or origin == request.headers.get("host"))
 
     def may_read(request) -> bool:
         return loopback or signed_in(request)
@@ -167,7 +167,7 @@ def make_app(envs: Path | str, token: str, *, loopback: bool):
             said.pop(next(iter(said)))
         return RedirectResponse(f"/?said={key}", status_code=303)
 
-    hosts = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else ["*"]
+    hosts = sorted({"127.0.0.1", "localhost", "[::1]", "::1", host}) if loopback else ["*"]
     return Starlette(routes=[
         Route("/", page), Route("/fleet", fragment), Route("/shot/{env_id}/{desktop:int}", shot),
         Route("/metrics", metrics), Route("/login", login, methods=["GET", "POST"]),
@@ -181,7 +181,7 @@ def server(envs: Path | str, *, host: str = "127.0.0.1", port: int = 8765, token
     certificate and key."""
     import uvicorn
 
-    app = make_app(envs, token or console_token(envs), loopback=is_loopback(host))
+    app = make_app(envs, token or console_token(envs), loopback=is_loopback(host), host=host)
     return ConsoleServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                         ssl_certfile=ssl_certfile or None, ssl_keyfile=ssl_keyfile or None))
 
@@ -253,8 +253,8 @@ def _registry(look):
             server = ["env_id", "host", "backend"]
             desktop = ["env_id", "desktop"]
             up = GaugeMetricFamily("computerrl_server_up", "1 if the env server answers Health", labels=server)
-            healthy = GaugeMetricFamily("computerrl_server_healthy", "1 if the supervisor lists it healthy",
-                                        labels=server)
+            healthy = GaugeMetricFamily("computerrl_server_healthy", "1 if the supervisor lists it healthy "
+                                        "(drained or not)", labels=server)
             uptime = GaugeMetricFamily("computerrl_server_uptime_seconds", "Since the server started", labels=server)
             restarts = CounterMetricFamily("computerrl_server_restarts", "Times the supervisor restarted it",
                                            labels=server)
@@ -269,7 +269,7 @@ def _registry(look):
             for s in view.servers:
                 labels = [s.env_id, s.host, s.backend]
                 up.add_metric(labels, float(s.uptime_s is not None))
-                healthy.add_metric(labels, float(s.status == "healthy"))
+                healthy.add_metric(labels, float(s.status in ("healthy", "drained")))
                 uptime.add_metric(labels, s.uptime_s or 0.0)
                 restarts.add_metric(labels, s.restarts)
                 for d in s.desktops:

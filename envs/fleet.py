@@ -92,8 +92,8 @@ class Fleet:
                            d.replacements, d.reset_s, d.step_s, d.last_error, rate)
 
     def client(self, env_id: str) -> EnvClient:
-        handles, _ = read_manifest(self.envs)
-        handle = next((h for h in handles if h.env_id == env_id), None)
+        handles, status = read_manifest(self.envs)
+        handle = next((h for h in handles if h.env_id == env_id and status[env_id] != REMOVED), None)
         if handle is None:
             raise KeyError(env_id)
         return EnvClient(handle.address, handle.token)

@@ -88,9 +88,9 @@ class EnvPool:
         """A desktop for one or more episodes; given back (and checked if it lost one) on exit."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
-            if self.size <= sum(1 for k in self.set_aside if k[0] in self.handles):
-                raise EnvError("no desktop of the pool is left: every env was retired or its desktops set aside "
-                               "(see the log for why)")
+            if self.size <= sum(1 for k in self.set_aside | self.parked if k[0] in self.handles):
+                raise EnvError("no desktop of the pool is left: every env was retired, drained or removed, or its "
+                               "desktops set aside (see the log for why)")
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"no free desktop within {timeout_s} s ({self.size} in the pool)")
             left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())

@@ -158,18 +158,19 @@ class Supervisor:
         return f"{env_id}: {action} done"
 
     def remove(self, env_id: str) -> None:
-        """Stop a server and take it out of the fleet (an episode on it is lost)."""
-        if env_id in self.handles:
-            self.removed[env_id] = self.handles.pop(env_id)
-            self.backend.stop(self.removed[env_id])
+        """Take a server out of the fleet and stop it (an episode on it is lost)."""
         self.ids.remove(env_id)
         self.drained.discard(env_id)
         for table in (self.status, self.restarts, self.episodes, self._sick_since, self._last_restart):
             table.pop(env_id, None)
+        if env_id in self.handles:
+            self.removed[env_id] = self.handles.pop(env_id)
+            self.backend.stop(self.removed[env_id])
 
     def manifest(self) -> tuple[list[EnvHandle], dict[str, str]]:
         """(handles, status by env id) for the manifest: every server with a handle, the removed ones too."""
-        handles = [self.handles[i] for i in self.ids if i in self.handles] + list(self.removed.values())
+        handles = [self.handles[i] for i in self.ids if i in self.handles] + \
+            [h for i, h in self.removed.items() if i not in self.ids]
         return handles, {**self.status, **{i: REMOVED for i in self.removed}}
 
     def stop_all(self) -> None:

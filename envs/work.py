@@ -59,7 +59,7 @@ def read_work(envs: Path | str) -> list[dict]:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or no pid at all
         return False
     except PermissionError:  # another user's process
         return True

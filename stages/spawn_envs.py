@@ -279,7 +279,7 @@ def stop(out: Path) -> int:
                   f"killed before writing one leaves servers only {out / LOG_FILE} names)", file=sys.stderr)
         return 0 if pid else 1
     # A supervisor that stopped cleanly marked its servers stopped; one that was killed did not.
-    running = [h for h in handles if status.get(h.env_id) not in ("stopped", "removed")]
+    running = [h for h in handles if status.get(h.env_id) != "stopped"]  # removed ones again: idempotent
     for name in sorted({h.backend for h in running}):
         group = [h for h in running if h.backend == name]
         backend = _stopper(name, group)

