@@ -17,8 +17,7 @@ osworld_accelerate := env("OSWORLD_ACCELERATE", "configs/accelerate/zero2.yaml")
 install:
     bash install.sh
 
-# Refresh constraints.txt: a fresh virtualenv takes the newest versions pyproject.toml allows, and the file
-# pins them (then run `just test` before committing it). Needs the network to PyPI; ~5 min.
+# Refresh constraints.txt with the newest versions pyproject.toml allows (a fresh virtualenv, ~5 min); then `just test`.
 [group("setup")]
 lock:
     rm -rf .venv-lock && python3 -m venv .venv-lock
