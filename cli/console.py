@@ -24,7 +24,8 @@ def command(
                                                    "not cross the network in clear.")] = "",
     ssl_keyfile: Annotated[str, typer.Option(help="The certificate's private key (PEM).")] = "",
 ):
-    from computerrl.envs.console import TOKEN_FILE, is_loopback, server
+    from computerrl.envs.backends.base import is_loopback
+    from computerrl.envs.console import TOKEN_FILE, server
     from computerrl.envs.manifest import manifest_path
 
     if not manifest_path(envs).exists():

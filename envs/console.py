@@ -11,6 +11,7 @@ no page ever shows it.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import html
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
 from computerrl.envs import control
+from computerrl.envs.backends.base import is_loopback
 from computerrl.envs.client import EnvError
 from computerrl.envs.fleet import Fleet, FleetView
 
@@ -118,15 +120,12 @@ def make_app(envs: Path | str, token: str, *, loopback: bool, host: str = "127.0
         if not width.isdigit():
             return PlainTextResponse("w: a width in pixels", status_code=400)
         try:
-            client = fleet.client(env_id)
+            with contextlib.closing(fleet.client(env_id)) as client:
+                png = client.screenshot(desktop, max_width=min(int(width), 1 << 16))
         except KeyError:
             return PlainTextResponse(f"no server {env_id}", status_code=404)
-        try:
-            png = client.screenshot(desktop, max_width=min(int(width), 1 << 16))
         except EnvError as e:
             return PlainTextResponse(str(e), status_code=503)
-        finally:
-            client.close()
         return Response(png, media_type="image/png", headers={"Cache-Control": f"max-age={THUMB_EVERY_S}"})
 
     def metrics(request):
@@ -211,25 +210,13 @@ class ConsoleServer:
         self.thread.join(timeout=10)
 
 
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    try:
-        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def act(fleet: Fleet, supervised: bool, form: dict) -> str:
     """Carry out one action of the page's forms; says what was done."""
     what, env_id = form.get("action", ""), form.get("env_id", "")
     if what == "restart":
         desktop = int(form.get("desktop", "0"))
-        client = fleet.client(env_id)
-        try:
+        with contextlib.closing(fleet.client(env_id)) as client:
             health = client.rebuild(desktop, "restarted from the console")
-        finally:
-            client.close()
         return f"{env_id} desktop {desktop}: " + ("restarted" if health.healthy else f"restart failed: {health.problem}")
     if what not in ("drain", "undrain", "remove", "scale"):
         raise ValueError(f"unknown action {what!r}")

@@ -16,6 +16,16 @@ from computerrl.data.registry import Registry
 SERVER_PORT = 50051
 
 
+def is_loopback(host: str) -> bool:
+    """Whether an interface or address is this machine's loopback (a hostname other than localhost: no)."""
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclasses.dataclass
 class EnvHandle:
     """One running env server, as the manifest records it."""

@@ -12,7 +12,6 @@ server's shared token passed in the environment (never on the command line, wher
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import re
@@ -21,7 +20,7 @@ import threading
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from computerrl.envs.backends.base import SERVER_PORT, EnvHandle, register_backend
+from computerrl.envs.backends.base import SERVER_PORT, EnvHandle, is_loopback, register_backend
 
 log = logging.getLogger("computerrl.envs.backends.docker")
 DEFAULT_IMAGE = "computerrl-desktop:latest"
@@ -44,13 +43,6 @@ def _docker():
 
 def _is_remote(url: str) -> bool:
     return urlsplit(url).scheme in REMOTE_SCHEMES
-
-
-def _is_loopback(ip: str) -> bool:
-    try:
-        return ip == "localhost" or ipaddress.ip_address(ip).is_loopback
-    except ValueError:  # a hostname: we cannot tell, so let it through
-        return False
 
 
 @register_backend("docker")
@@ -76,7 +68,7 @@ class DockerBackend:
         if cpus <= 0 or memory_mb <= 0 or shm_mb <= 0:
             raise ValueError("cpus, memory_mb and shm_mb must be positive")
         remote = [h for h in self.hosts if _is_remote(h)]
-        if remote and _is_loopback(publish_ip):
+        if remote and is_loopback(publish_ip):
             # A port published on the remote machine's loopback is unreachable from here.
             raise ValueError(
                 f"remote Docker host(s) {', '.join(remote)} with publish_ip={publish_ip!r}: the "
