@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from computerrl.envs.client import EnvClient, EnvError
-from computerrl.envs.manifest import handle_of, manifest_rows, read_manifest
+from computerrl.envs.manifest import handle_of, manifest_rows
 from computerrl.envs.pidfile import is_supervised
 from computerrl.envs.supervisor import REMOVED
 from computerrl.envs.work import read_work
@@ -70,10 +70,17 @@ class Fleet:
         self.envs = Path(envs)
         self._last: dict[tuple[str, str, int], tuple[int, float]] = {}  # (env, address, desktop) -> (steps, when)
         self._pool = ThreadPoolExecutor(16, thread_name_prefix="fleet-health")
+        self._handles: dict = {}  # env id -> handle, as the manifest read last listed the servers
+
+    def _read(self) -> list[dict]:
+        """The manifest's rows of servers in the fleet (not removed); their handles kept for `client`."""
+        rows = [r for r in manifest_rows(self.envs) if r["status"] != REMOVED]
+        self._handles = {r["env_id"]: handle_of(r) for r in rows}
+        return rows
 
     def look(self) -> FleetView:
-        rows = [r for r in manifest_rows(self.envs) if r["status"] != REMOVED]
-        handles = [handle_of(r) for r in rows]
+        rows = self._read()
+        handles = [self._handles[r["env_id"]] for r in rows]
         replies = list(self._pool.map(_health, handles))
         now = time.monotonic()
         servers = []
@@ -92,10 +99,10 @@ class Fleet:
                            d.replacements, d.reset_s, d.step_s, d.last_error, rate)
 
     def client(self, env_id: str) -> EnvClient:
-        handles, status = read_manifest(self.envs)
-        handle = next((h for h in handles if h.env_id == env_id and status[env_id] != REMOVED), None)
-        if handle is None:
-            raise KeyError(env_id)
+        """A client of that server as the latest look saw it (the manifest is read again for one it did not)."""
+        if env_id not in self._handles:
+            self._read()
+        handle = self._handles[env_id]  # KeyError: no such server in the fleet
         return EnvClient(handle.address, handle.token)
 
     def close(self) -> None:
