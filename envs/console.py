@@ -321,9 +321,9 @@ def render_fleet(view: FleetView, signed_in: bool) -> str:
     shot_t = int(time.time() // THUMB_EVERY_S)
     for s in view.servers:
         status = "healthy" if s.status == "healthy" else "warn" if s.status in ("starting", "drained") else "bad"
-        server_actions = "" if not signed_in else (
-            _button("undrain" if s.status == "drained" else "drain", action="undrain" if s.status == "drained"
-                    else "drain", env_id=s.env_id) + _button("remove", action="remove", env_id=s.env_id))
+        drain = "undrain" if s.status == "drained" else "drain"
+        server_actions = "" if not signed_in else \
+            _button(drain, action=drain, env_id=s.env_id) + _button("remove", action="remove", env_id=s.env_id)
         head = (f"<td>{_e(s.env_id)}<br>{server_actions}</td><td>{_e(s.host)}</td><td>{_e(s.backend)}</td>"
                 f"<td class={status}>{_e(s.status)}</td><td>{_seconds(s.uptime_s)}</td><td>{s.restarts}</td>")
         if not s.desktops:

@@ -23,17 +23,18 @@ class WorkCard:
                      "played": 0, "success": 0, "aborted": 0, "steps": 0}
 
     def __enter__(self) -> "WorkCard":
-        try:
-            self.path.parent.mkdir(exist_ok=True)
-            self.update()
-        except OSError:  # a folder the fleet's owner made read-only: the work goes on unannounced
-            self.path = None
+        self.update()
         return self
 
     def update(self, **figures: int) -> None:
-        if self.path is not None:
-            self.card.update(figures, updated=time.time())
+        if self.path is None:
+            return
+        self.card.update(figures, updated=time.time())
+        try:
+            self.path.parent.mkdir(exist_ok=True)
             write_atomic(self.path, json.dumps(self.card))
+        except OSError:  # a folder the fleet's owner made read-only, a full disk: the work goes on unannounced
+            self.path = None
 
     def __exit__(self, *exc) -> None:
         if self.path is not None:
