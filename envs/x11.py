@@ -25,6 +25,7 @@ from Xlib.error import XError
 FAMILY_LOCAL, FAMILY_WILD = 256, 65535  # Xauthority address families: a host name; any address
 X_TIMEOUT_S = 10.0  # an X request unanswered this long: the display is wedged
 _granted: dict[str, bytes] = {}  # display number -> cookie, for this process's connections
+_own_file: tuple[int, str] | None = None  # (pid, path): this process's Xauthority file
 _grant_lock = threading.Lock()
 
 
@@ -44,16 +45,19 @@ def xauthority(cookie: bytes, hostnames: list[str]) -> bytes:
 
 def grant(display: str, cookie: bytes | None) -> None:
     """This process's X connections to `display` show `cookie` (None: forget the display)."""
+    global _own_file
     number = display.lstrip(":").split(".")[0]
     with _grant_lock:
         if cookie is None:
             _granted.pop(number, None)
         else:
             _granted[number] = cookie
-        path = os.environ.get("COMPUTERRL_XAUTHORITY")
-        if path is None:  # our own file, made once; $XAUTHORITY names it from now on
-            path = os.path.join(tempfile.mkdtemp(prefix="computerrl-x-"), "Xauthority")
-            os.environ["COMPUTERRL_XAUTHORITY"] = os.environ["XAUTHORITY"] = path
+        # Our own file, made once per process; $XAUTHORITY names it from now on. Never one inherited
+        # through the environment: a parent's or sibling's file is rewritten whole with their displays.
+        if _own_file is None or _own_file[0] != os.getpid():
+            _own_file = os.getpid(), os.path.join(tempfile.mkdtemp(prefix="computerrl-x-"), "Xauthority")
+            os.environ["XAUTHORITY"] = _own_file[1]
+        path = _own_file[1]
         host = socket.gethostname().encode()
         data = b"".join(_entry(FAMILY_LOCAL, host, n.encode(), c) + _entry(FAMILY_WILD, b"", n.encode(), c)
                         for n, c in _granted.items())

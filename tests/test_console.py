@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -22,7 +23,7 @@ import pytest
 from conftest import wait_until
 from computerrl.apis.parser import format_answer
 from computerrl.envs.client import EnvClient
-from computerrl.envs.console import console_token, server
+from computerrl.envs.console import console_token
 from computerrl.envs.devtools import WebSocket
 from computerrl.envs.manifest import read_manifest
 from computerrl.policy.agent import Decision
@@ -165,17 +166,20 @@ def test_no_action_without_the_token_and_no_page_on_a_wider_bind(fleet):
     assert {h.env_id for h in read_manifest(envs)[0]} == {"env-000", "env-001"}
     assert all(token not in get(url + path)[1] for path in ("/", "/fleet", "/login", "/metrics"))
 
-    port = free_port()
-    wide = server(envs, host="0.0.0.0", port=port).start()
+    port = free_port()  # `computerrl console` in a process of its own, as people run it
+    command = [Path(sys.executable).parent / "computerrl", "console", "--envs", envs, "--host", "0.0.0.0", "--port", port]
+    wide = subprocess.Popen(list(map(str, command)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lan = f"http://127.0.0.1:{port}"
+        assert wait_until(lambda: get(lan + "/login")[0] == 200, 30)
         assert get(lan + "/metrics")[0] == 401 and get(lan + "/fleet")[0] == 401
         status, page = get(lan + "/")
         assert status == 200 and "sign in" in page and "env-000" not in page  # sent to the sign-in form
         status, metrics = get(lan + "/metrics", {"Authorization": f"Bearer {token}"})
         assert status == 200 and "computerrl_desktop_healthy" in metrics and "env-001" in metrics
     finally:
-        wide.stop()
+        wide.terminate()
+    assert "no certificate" in wide.communicate(timeout=30)[0]  # a plain-HTTP wide bind is warned of
 
 
 def test_metrics_give_the_fleet_in_prometheus_format(fleet):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,20 @@ def test_each_start_gets_its_own_token_and_state_folder(tmp_path):
         backend.stop(second)
     for h in (first, second):
         assert not backend.alive(h) and not Path(h.detail["workdir"]).exists()
+
+
+def test_servers_started_by_a_desktop_serving_process_keep_their_own_x_cookies(tmp_path):
+    # A process serving desktops hands $XAUTHORITY to the servers it starts. Were they to write their
+    # cookies into that same file, each rewrite would drop the others' displays: screenshots of the
+    # desktops of all but the last to write failed with "Cannot connect to display".
+    script = ("import os, sys; from computerrl.envs.x11 import grant; grant(sys.argv[1], bytes(16)); "
+              "print(os.environ['XAUTHORITY'])")
+    from computerrl.envs.x11 import grant
+
+    grant(":97", bytes(16))
+    parents = Path(os.environ["XAUTHORITY"]).read_bytes()
+    children = [subprocess.run([sys.executable, "-c", script, display], capture_output=True, text=True,
+                               check=True).stdout.strip() for display in (":98", ":99")]
+    assert Path(os.environ["XAUTHORITY"]).read_bytes() == parents
+    assert len({*children, os.environ["XAUTHORITY"]}) == 3
+    assert all(Path(c).read_bytes().count(b"MIT-MAGIC-COOKIE-1") == 2 for c in children)  # ours + :97's
