@@ -11,7 +11,8 @@ APT_PACKAGES=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core 
   xterm x11-utils procps fonts-dejavu-core chromium socat vlc gimp thunderbird libatk-adaptor nautilus wmctrl desktop-file-utils
   python3-pygame  # the Python projects OSWorld's tasks hand the agent (multi_apps/9219480b: a tetris game)
   libglib2.0-bin dconf-gsettings-backend dconf-service gsettings-desktop-schemas  # GNOME's settings: the wallpaper
-  ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev)  # the last line: VS Code (envs/install_code_server.sh)
+  ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev  # VS Code (envs/install_code_server.sh)
+  docker.io debootstrap)  # the docker backend's tests: private engines (envs/private_engine.py), the image's base
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 missing=()

@@ -49,6 +49,11 @@ def load(path: Path | str) -> datasets.Dataset:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no dataset at {path}")
+    state = path / "state.json"
+    if state.exists() and not json.loads(state.read_text()).get("_data_files", True):
+        # datasets saves a dataset of no rows as no data file, then cannot load it back (IndexError).
+        features = datasets.DatasetInfo.from_directory(str(path)).features
+        return datasets.Dataset.from_dict({name: [] for name in features}, features=features)
     return datasets.load_from_disk(str(path))
 
 

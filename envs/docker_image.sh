@@ -36,5 +36,9 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
     tar -C "$rootfs" -c . | docker import - "$base" >/dev/null
   fi
 fi
+# The host's own certificate authorities (a TLS-inspecting proxy's), so pip inside the build trusts what
+# pip here trusts; the host's network, so the build reaches what the host reaches without NAT rules.
+extra_ca=$(cat /usr/local/share/ca-certificates/*.crt 2>/dev/null || true)
 echo "docker_image.sh: building $tag on $base"
-docker build -f envs/Dockerfile --build-arg "BASE=$base" "${apps[@]}" -t "$tag" .
+docker build --network host -f envs/Dockerfile --build-arg "BASE=$base" --build-arg "EXTRA_CA=$extra_ca" \
+  "${apps[@]}" -t "$tag" .

@@ -89,7 +89,7 @@ class Supervisor:
                 # start_timeout_s, and a server that keeps failing must not starve the others.
                 backed_off = now - self._last_restart.get(env_id, -float("inf")) >= self.unhealthy_grace_s
                 if restart and backed_off and (dead or now - since > self.unhealthy_grace_s):
-                    log.warning("%s: %s; restarting", env_id, problem)
+                    log.warning("%s: %s; restarting", env_id, self.status[env_id])  # a failed start says why
                     self.restart(env_id)
                     changed = True  # a new address at least: the manifest must follow
             changed |= self.status[env_id] != before
@@ -177,3 +177,5 @@ class Supervisor:
         for env_id, handle in list(self.handles.items()):
             self.backend.stop(handle)
             self.status[env_id] = "stopped"
+        if hasattr(self.backend, "sweep"):  # servers replaced while their host did not answer, if it is back
+            self.backend.sweep()

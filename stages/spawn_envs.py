@@ -247,8 +247,10 @@ def _stopper(backend: str, handles: list):
     """A backend able to stop these handles, whichever process or host started them."""
     from computerrl.envs.backends.base import make_backend
 
-    if backend == "docker":  # every engine the handles name; publish_ip only matters for starting
-        return make_backend("docker", hosts=sorted({h.detail["docker_host"] for h in handles}), publish_ip="0.0.0.0")
+    if backend == "docker":  # every engine of the fleet, with its token (its containers' label); publish_ip
+        # only matters for starting
+        hosts = {u for h in handles for u in [h.detail["docker_host"], *h.detail.get("engines", [])]}
+        return make_backend("docker", hosts=sorted(hosts), publish_ip="0.0.0.0", token=handles[0].token)
     return make_backend(backend)
 
 
@@ -285,6 +287,8 @@ def stop(out: Path) -> int:
         backend = _stopper(name, group)
         for h in group:
             backend.stop(h)
+        if hasattr(backend, "sweep"):
+            backend.sweep()
     if running:
         card = out / MANIFEST_DIR / LINEAGE_FILE
         write_manifest(out, handles, {h.env_id: "stopped" for h in handles},

@@ -1,7 +1,8 @@
 """The docker backend against a fake engine: no Docker daemon runs where these tests run.
 
-The fake records what `containers.run` is sent, so the tests assert what a real engine would
-be asked to do: image, server argv, limits, port publishing, token placement, labels, placement.
+The fake records what a container is created with (the host config merged in), so the tests assert
+what a real engine would be asked to do: image, server argv, limits, port publishing, token placement,
+labels, placement. tests/test_docker_backend_real_engine.py runs the backend on real engines.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class FakeContainer:
     def reload(self):
         # Like the engine: the host port only shows up once the container started.
         self.status = "running" if self.publish else "exited"
-        ip = self.kwargs["ports"][f"{SERVER_PORT}/tcp"][0]
+        ip = self.kwargs["port_bindings"][SERVER_PORT][0]
         ports = [{"HostIp": ip, "HostPort": str(next(_ports))}] if self.publish else None
         self.attrs = {"NetworkSettings": {"Ports": {f"{SERVER_PORT}/tcp": ports}}}
 
@@ -47,15 +48,33 @@ class FakeContainer:
         del self.client.store[self.id]
 
 
+class FakeAPI:
+    """The SDK's low-level client, as the backend uses it to create and start a container."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def create_host_config(self, **kwargs):
+        return dict(kwargs)
+
+    def create_container(self, image, host_config, **kwargs):
+        run = {"image": image, **kwargs, **host_config}
+        self.client.runs.append(run)
+        c = FakeContainer(self.client, run, publish=self.client.publish)
+        self.client.store[c.id] = c
+        return {"Id": c.id}
+
+    def start(self, cid):
+        self.client.store[cid].status = "running"
+
+
 class FakeContainers:
     def __init__(self, client):
         self.client = client
 
-    def run(self, image, **kwargs):
-        self.client.runs.append({"image": image, **kwargs})
-        c = FakeContainer(self.client, kwargs, publish=self.client.publish)
-        self.client.store[c.id] = c
-        return c
+    def list(self, all=False, filters=None):
+        key, value = filters["label"].split("=")
+        return [c for c in self.client.store.values() if c.kwargs["labels"].get(key) == value]
 
     def get(self, cid):
         if cid not in self.client.store:
@@ -85,6 +104,7 @@ class FakeClient:
         self.images_present = {"computerrl-desktop:latest", "me/desk:1"}
         self.publish = True
         self.containers = FakeContainers(self)
+        self.api = FakeAPI(self)
         self.images = FakeImages(self)
         FakeClient.made[base_url] = self
 
@@ -108,9 +128,14 @@ def test_start_sends_server_argv_limits_and_loopback_publishing():
     assert run["nano_cpus"] == 1_000_000_000
     assert run["mem_limit"] == "1536m"
     assert run["shm_size"] == "512m"
-    assert run["ports"] == {"50051/tcp": ("127.0.0.1", None)}  # loopback, random host port
-    assert run["labels"] == {"computerrl.env_id": "env-003", "computerrl.role": "env-server"}
+    assert run["port_bindings"] == {50051: ("127.0.0.1", None)}  # loopback, random host port
+    assert run["labels"] == {"computerrl.env_id": "env-003", "computerrl.role": "env-server",
+                             "computerrl.fleet": backend.fleet}
+    assert backend.token[:16] not in backend.fleet and len(backend.fleet) == 16  # names the fleet, hides the token
     assert run["detach"] is True and run["init"] is True and run["auto_remove"] is False
+    # bubblewrap inside needs user namespaces and a fresh /proc: `--security-opt systempaths=unconfined`
+    assert run["security_opt"] == ["seccomp=unconfined", "apparmor=unconfined"] and run["cap_drop"] == ["ALL"]
+    assert run["MaskedPaths"] == [] and run["ReadonlyPaths"] == []
     assert run["name"].startswith("computerrl-env-003-")
 
     # The token travels in the environment only: argv shows up in `ps` and `docker inspect`.
@@ -122,7 +147,7 @@ def test_start_sends_server_argv_limits_and_loopback_publishing():
     host_port = container.attrs["NetworkSettings"]["Ports"]["50051/tcp"][0]["HostPort"]
     assert handle == EnvHandle(
         "env-003", address=f"127.0.0.1:{host_port}", backend="docker", token=backend.token,
-        desktops=4, detail={"container": container.id, "docker_host": client.base_url},
+        desktops=4, detail={"container": container.id, "docker_host": client.base_url, "engines": [client.base_url]},
     )
 
 
@@ -143,7 +168,7 @@ def test_a_cache_and_an_apis_folder_are_mounted_read_only_and_named_to_the_serve
     backend.start("env-000")
     (run,) = FakeClient.made["unix:///var/run/docker.sock"].runs
     assert run["command"][-4:] == ["--cache", "/cache", "--apis", "/apis"]
-    assert run["volumes"] == {"/srv/cache": {"bind": "/cache", "mode": "ro"},
+    assert run["binds"] == {"/srv/cache": {"bind": "/cache", "mode": "ro"},
                               "/srv/apis-calc": {"bind": "/apis", "mode": "ro"}}
 
 
@@ -160,7 +185,7 @@ def test_round_robin_over_docker_hosts(monkeypatch):
     assert [h.detail["docker_host"] for h in handles] == ["tcp://a:2375", "tcp://b:2375"] * 2
     # The address is the remote engine's hostname: that is where the port is published.
     assert [h.address.split(":")[0] for h in handles] == ["a", "b", "a", "b"]
-    assert FakeClient.made["tcp://a:2375"].runs[0]["ports"] == {"50051/tcp": ("0.0.0.0", None)}
+    assert FakeClient.made["tcp://a:2375"].runs[0]["port_bindings"] == {50051: ("0.0.0.0", None)}
 
     # Least-loaded: freeing a slot on b sends the next container there, not to a.
     backend.stop(handles[1])
@@ -222,10 +247,10 @@ def test_unreachable_engine_names_the_host():
 def test_engine_lost_mid_start_names_the_host(monkeypatch):
     import requests
 
-    def lost(self, image, **kwargs):
+    def lost(self, image, host_config, **kwargs):
         raise requests.exceptions.ConnectionError("Connection aborted")
 
-    monkeypatch.setattr(FakeContainers, "run", lost)
+    monkeypatch.setattr(FakeAPI, "create_container", lost)
     backend = DockerBackend(client_factory=FakeClient)
     with pytest.raises(RuntimeError, match="unix:///var/run/docker.sock"):
         backend.start("env-001")

@@ -12,6 +12,7 @@ server's shared token passed in the environment (never on the command line, wher
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -79,6 +80,8 @@ class DockerBackend:
         self.image, self.cpus, self.memory_mb, self.shm_mb = image, cpus, memory_mb, shm_mb
         self.publish_ip = publish_ip
         self.token = token if token is not None else secrets.token_urlsafe(32)
+        # Names this fleet's containers on every engine (the token is the fleet's; its hash reveals nothing).
+        self.fleet = hashlib.sha256(self.token.encode()).hexdigest()[:16]
         self._factory = client_factory
         self.cache, self.network, self.apis, self.server_args = cache, network, apis, tuple(server_args)
         self._clients: dict[str, Any] = {}
@@ -131,36 +134,49 @@ class DockerBackend:
         try:
             client = self._client(url)
             if url not in self._image_ok:
-                # Checked up front: containers.run would otherwise try Docker Hub and fail slowly.
+                # Checked up front: creating the container would otherwise try Docker Hub and fail slowly.
                 client.images.get(self.image)
                 self._image_ok.add(url)
             safe_id = re.sub(r"[^a-zA-Z0-9_.-]", "-", env_id)  # container names allow only these
-            container = client.containers.run(
+            api = client.api  # the SDK's high-level `containers.run` cannot send MaskedPaths (below)
+            host_config = api.create_host_config(
+                binds={**({self.cache: {"bind": CACHE_MOUNT, "mode": "ro"}} if self.cache else {}),
+                       **({self.apis: {"bind": APIS_MOUNT, "mode": "ro"}} if self.apis else {})},
+                port_bindings={SERVER_PORT: (self.publish_ip, None)},  # None = a free host port
+                # Each desktop is a bubblewrap sandbox inside the container, as with the local backend:
+                # it needs user namespaces, which Docker's default seccomp profile forbids, and to mount
+                # a fresh /proc, which Docker's masked /proc paths forbid ("Can't mount proc on
+                # /newroot/proc"): no masked or read-only paths is what `docker run --security-opt
+                # systempaths=unconfined` sends. Nothing else is granted: the server runs as an
+                # unprivileged user with no capabilities.
+                security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+                cap_drop=["ALL"],
+                nano_cpus=int(self.cpus * 1e9),
+                mem_limit=f"{self.memory_mb}m",
+                shm_size=f"{self.shm_mb}m",
+                init=True,  # tini reaps the desktops' orphaned children (soffice forks a lot)
+                auto_remove=False,  # keep a crashed container around for `docker logs`
+            )
+            host_config.update(MaskedPaths=[], ReadonlyPaths=[])
+            created = api.create_container(
                 self.image,
                 command=["python", "-m", "computerrl.envs.server", "--host", "0.0.0.0",
                          "--port", str(SERVER_PORT), "--desktops", str(desktops),
                          *(["--cache", CACHE_MOUNT] if self.cache else []), *(["--network"] if self.network else []),
                          *(["--apis", APIS_MOUNT] if self.apis else []), *self.server_args],
-                volumes={**({self.cache: {"bind": CACHE_MOUNT, "mode": "ro"}} if self.cache else {}),
-                         **({self.apis: {"bind": APIS_MOUNT, "mode": "ro"}} if self.apis else {})},
-                # Each desktop is a bubblewrap sandbox inside the container, as with the local backend:
-                # it needs user namespaces, which Docker's default seccomp profile forbids, and to mount
-                # a fresh /proc, which Docker's masked /proc paths forbid ("Can't mount proc on
-                # /newroot/proc"). Nothing else is granted: the server runs as an unprivileged user with
-                # no capabilities.
-                security_opt=["seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"],
-                cap_drop=["ALL"],
-                detach=True,
                 name=f"computerrl-{safe_id}-{secrets.token_hex(3)}",
                 environment={"COMPUTERRL_ENV_TOKEN": self.token},
-                ports={f"{SERVER_PORT}/tcp": (self.publish_ip, None)},  # None = a free host port
-                nano_cpus=int(self.cpus * 1e9),
-                mem_limit=f"{self.memory_mb}m",
-                shm_size=f"{self.shm_mb}m",
-                labels={"computerrl.env_id": env_id, "computerrl.role": "env-server"},
-                init=True,  # tini reaps the desktops' orphaned children (soffice forks a lot)
-                auto_remove=False,  # keep a crashed container around for `docker logs`
+                labels={"computerrl.env_id": env_id, "computerrl.role": "env-server", "computerrl.fleet": self.fleet},
+                ports=[SERVER_PORT],
+                host_config=host_config,
+                detach=True,
             )
+            try:
+                api.start(created["Id"])
+            except errors.APIError:
+                api.remove_container(created["Id"], force=True)  # created but never ran: leave nothing
+                raise
+            container = client.containers.get(created["Id"])
         except errors.ImageNotFound:
             self._release(url)
             raise RuntimeError(
@@ -178,7 +194,7 @@ class DockerBackend:
             ) from e
         # The host port is only assigned once the container started; reload to read it.
         container.reload()
-        detail = {"container": container.id, "docker_host": url}
+        detail = {"container": container.id, "docker_host": url, "engines": self.hosts}  # all: for sweep()
         ports = container.attrs.get("NetworkSettings", {}).get("Ports") or {}
         bindings = ports.get(f"{SERVER_PORT}/tcp")
         if not bindings:
@@ -215,6 +231,21 @@ class DockerBackend:
             log.warning("%s: its engine %s does not answer (%s); its container is left there",
                         handle.env_id, handle.detail["docker_host"], e)
         self._release(handle.detail["docker_host"])
+
+    def sweep(self) -> int:
+        """Remove every container of this fleet still on its engines: those of servers replaced while
+        their engine did not answer, once it is back. Returns how many; an engine that does not answer
+        is passed over."""
+        errors, removed = _docker().errors, 0
+        for url in self.hosts:
+            try:
+                for c in self._client(url).containers.list(all=True, filters={"label": f"computerrl.fleet={self.fleet}"}):
+                    c.remove(force=True)
+                    removed += 1
+            except (errors.DockerException, OSError) as e:
+                if isinstance(e, errors.APIError) and not isinstance(e, errors.NotFound):
+                    raise
+        return removed
 
     def alive(self, handle: EnvHandle) -> bool:
         """Its container runs (False too when its engine does not answer: the supervisor starts another)."""
