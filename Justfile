@@ -142,7 +142,7 @@ tasks-check dir:
 tasks-build out=(runs / "tasks") *args="":
     {{venv}}/computerrl tasks build --out {{out}} {{args}}
 
-# Build the desktop image for --backend docker (needs a Docker engine).
+# Build the desktop image for --backend docker from Debian's and PyPI's packages alone (root, an engine at $DOCKER_HOST; --slim: Calc only).
 [group("setup")]
-docker-image tag="computerrl-desktop:latest":
-    docker build -f envs/Dockerfile -t {{tag}} .
+docker-image *args:
+    bash envs/docker_image.sh {{args}}

@@ -44,6 +44,17 @@ def test_a_server_that_keeps_failing_is_restarted_once_per_grace_period():
     assert backend.starts == 3
 
 
+def test_a_fleet_whose_servers_never_started_is_read_and_stopped(tmp_path, capsys):
+    from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
+
+    sup = Supervisor(FailingBackend(), 2)
+    sup.start_all()
+    write_manifest(tmp_path, *sup.manifest(), sup.restarts)  # no server has a handle: a manifest of no rows
+    assert read_manifest(tmp_path) == ([], {})
+    assert run(SpawnEnvsConfig(out=tmp_path, stop=True)) == 0
+    assert "stopped already" in capsys.readouterr().out
+
+
 @pytest.mark.desktop
 def test_a_crashed_server_is_restarted_and_the_manifest_follows(tmp_path):
     sup = Supervisor(LocalBackend(tmp_path / "state"), 1, start_timeout_s=120)
