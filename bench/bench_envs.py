@@ -2,9 +2,12 @@
 
     python -m computerrl.bench.bench_envs                     # full: up to 48 desktops (~10 min)
     python -m computerrl.bench.bench_envs --max-desktops 8 --throughput 1,4 --seconds 10
+    python -m computerrl.bench.bench_envs --backend local,docker --max-desktops 4 --throughput 1,4
+        # both backends in one run; the docker one on the engine at $DOCKER_HOST (--docker-image to pick)
 
-Every desktop is a local env server (Xvfb + D-Bus + AT-SPI + openbox + LibreOffice) driven over
-gRPC, exactly as rollouts drive them. Prints the figures, then one JSON line of results.
+Every desktop is an env server (Xvfb + D-Bus + AT-SPI + openbox + LibreOffice) driven over gRPC, exactly
+as rollouts drive them: a local process, or a container (--backend docker). Prints the figures, then one
+JSON line of results.
 
 - reset: Reset (close documents, kill apps, restore home) + open a new Calc document + the first
   observation with the a11y tree — the work a Calc task's setup does before the agent acts.
@@ -15,12 +18,14 @@ gRPC, exactly as rollouts drive them. Prints the figures, then one JSON line of 
 - pss: proportional set size of every process of a desktop's server and below it (the sandbox's
   own sessions included; shared pages split fairly), with a Calc document open.
 - steps/s: scripted Calc episodes on k desktops at once, text observations (no screenshot).
+- startup: all servers started and healthy, 2 at a time; per server: that time / ⌈count / 2⌉.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import threading
@@ -124,18 +129,28 @@ def throughput(clients: list[EnvClient], seconds: float) -> float:
     return sum(counts) / (time.monotonic() - t0)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--max-desktops", type=int, default=48, help="desktops started together")
-    p.add_argument("--throughput", default="1,4,16", help="desktop counts for steps/s")
-    p.add_argument("--seconds", type=float, default=20.0, help="duration of each throughput run")
-    p.add_argument("--episodes", type=int, default=10, help="reset+steps rounds for the latency figures")
-    p.add_argument("--workdir", default="/tmp/computerrl-bench", help="desktops' state folders")
-    args = p.parse_args(argv)
-    counts = [int(c) for c in args.throughput.split(",") if c]
+def make_backend(name: str, args, cache: Path):
+    if name == "local":
+        return LocalBackend(args.workdir, server_args=("--cache", str(cache.resolve())))
+    if name == "docker":
+        from computerrl.envs.backends.docker import DockerBackend
 
-    task = task_cache(Path(args.workdir) / "cache")
-    backend = LocalBackend(args.workdir, server_args=("--cache", str(Path(args.workdir, "cache").resolve())))
+        hosts = [h for h in args.docker_hosts.split(",") if h] or None  # None: $DOCKER_HOST, else the local socket
+        return DockerBackend(image=args.docker_image, hosts=hosts, cache=str(cache.resolve()))
+    raise SystemExit(f"--backend {name}: local or docker")
+
+
+def server_pid(backend, handle) -> int | None:
+    """The pid on this machine at the top of a server's processes: the server, or its container's init."""
+    if handle.backend == "local":
+        return handle.detail["pid"]
+    if handle.detail["docker_host"].startswith("unix://"):
+        return backend._container(handle).attrs["State"]["Pid"]
+    return None  # a remote engine's processes are not on this machine
+
+
+def measure(name: str, args, counts: list[int], task: dict, cache: Path) -> dict:
+    backend = make_backend(name, args, cache)
     sup = Supervisor(backend, args.max_desktops, parallel_starts=2, start_timeout_s=300)
     clients: list[EnvClient] = []
     try:  # start-up included: servers run in their own sessions, so Ctrl-C does not reach them
@@ -143,7 +158,9 @@ def main(argv: list[str] | None = None) -> None:
         sup.start_all()
         startup_s = time.monotonic() - t0
         alive = [i for i in sup.ids if sup.status[i] == HEALTHY]
-        print(f"started {len(alive)}/{args.max_desktops} desktops healthy in {startup_s:.0f} s")
+        per_server = startup_s / math.ceil(args.max_desktops / 2)  # 2 start at once
+        print(f"[{name}] started {len(alive)}/{args.max_desktops} desktops healthy in {startup_s:.0f} s "
+              f"({per_server:.1f} s a server, 2 started at once)")
         clients = [EnvClient(sup.handles[i].address, sup.handles[i].token, timeout_s=120) for i in alive]
 
         # Every desktop opens a Calc document, as it would in a rollout; then all must still be healthy.
@@ -156,38 +173,64 @@ def main(argv: list[str] | None = None) -> None:
             list(ex.map(open_calc, clients))
         sup.check(restart=False)
         alive_max = sum(sup.status[i] == HEALTHY for i in alive)
-        pss = [pss_mb(sup.handles[i].detail["pid"]) for i in alive]
+        pids = [server_pid(backend, sup.handles[i]) for i in alive]
+        pss = [pss_mb(pid) for pid in pids if pid]
         with open("/proc/meminfo") as f:
             meminfo = {line.split(":")[0]: int(line.split()[1]) for line in f}
-        print(f"desktops alive together: {alive_max}; PSS per desktop with Calc open: median "
-              f"{statistics.median(pss):.0f} MB (min {min(pss):.0f}, max {max(pss):.0f}); "
-              f"machine memory available: {meminfo['MemAvailable'] / 1024 ** 2:.1f} GB")
+        if pss:
+            print(f"[{name}] desktops alive together: {alive_max}; PSS per desktop with Calc open: median "
+                  f"{statistics.median(pss):.0f} MB (min {min(pss):.0f}, max {max(pss):.0f}); "
+                  f"machine memory available: {meminfo['MemAvailable'] / 1024 ** 2:.1f} GB")
 
         steps_per_s = {}
         for k in counts:
             if k <= len(clients):
                 steps_per_s[k] = throughput(clients[:k], args.seconds)
-                print(f"scripted policy on {k:2d} desktops: {steps_per_s[k]:.2f} steps/s")
+                print(f"[{name}] scripted policy on {k:2d} desktops: {steps_per_s[k]:.2f} steps/s")
 
         resets, steps = latency(clients[0], args.episodes)
         task_reset = task_resets(clients[0], task, args.episodes)
-        print(f"reset with a task (download .xlsx from the cache + open it + first observation): "
+        print(f"[{name}] reset with a task (download .xlsx from the cache + open it + first observation): "
               f"p50 {statistics.median(task_reset):.3f} s, p90 {statistics.quantiles(task_reset, n=10)[-1]:.3f} s")
-        print(f"reset (clean + new Calc document + first observation): p50 {statistics.median(resets):.3f} s, "
+        print(f"[{name}] reset (clean + new Calc document + first observation): p50 {statistics.median(resets):.3f} s, "
               f"p90 {statistics.quantiles(resets, n=10)[-1]:.3f} s over {len(resets)}")
-        print(f"step (action + screenshot + a11y tree), {len(alive)} desktops alive: "
+        print(f"[{name}] step (action + screenshot + a11y tree), {len(alive)} desktops alive: "
               f"p50 {statistics.median(steps) * 1000:.0f} ms, p90 {statistics.quantiles(steps, n=10)[-1] * 1000:.0f} ms "
               f"over {len(steps)}")
-        result = {"reset_p50_s": round(statistics.median(resets), 3),
-                  "reset_task_p50_s": round(statistics.median(task_reset), 3),
-                  "step_p50_s": round(statistics.median(steps), 3), "startup_s": round(startup_s, 1),
-                  "pss_mb_per_desktop": round(statistics.median(pss), 1), "desktops_alive_max": alive_max,
-                  "desktops_started": args.max_desktops,
-                  **{f"steps_per_s_{k}": round(v, 2) for k, v in steps_per_s.items()}}
+        return {"reset_p50_s": round(statistics.median(resets), 3),
+                "reset_task_p50_s": round(statistics.median(task_reset), 3),
+                "step_p50_s": round(statistics.median(steps), 3), "startup_s": round(startup_s, 1),
+                "startup_s_per_server": round(per_server, 2),
+                "pss_mb_per_desktop": round(statistics.median(pss), 1) if pss else None,
+                "desktops_alive_max": alive_max, "desktops_started": args.max_desktops,
+                **{f"steps_per_s_{k}": round(v, 2) for k, v in steps_per_s.items()}}
     finally:
         for c in clients:
             c.close()
         sup.stop_all()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", default="local", help="where servers run: local, docker, or both (local,docker): "
+                                                      "one run measures each in turn, for a comparison")
+    p.add_argument("--max-desktops", type=int, default=48, help="desktops started together")
+    p.add_argument("--throughput", default="1,4,16", help="desktop counts for steps/s")
+    p.add_argument("--seconds", type=float, default=20.0, help="duration of each throughput run")
+    p.add_argument("--episodes", type=int, default=10, help="reset+steps rounds for the latency figures")
+    p.add_argument("--workdir", default="/tmp/computerrl-bench", help="desktops' state folders")
+    p.add_argument("--docker-image", default="computerrl-desktop:latest", help="image for --backend docker")
+    p.add_argument("--docker-hosts", default="", help="engine URLs, comma-separated (default: $DOCKER_HOST)")
+    args = p.parse_args(argv)
+    counts = [int(c) for c in args.throughput.split(",") if c]
+    names = [b for b in args.backend.split(",") if b]
+
+    cache = Path(args.workdir) / "cache"
+    task = task_cache(cache)
+    results = {name: measure(name, args, counts, task, cache) for name in names}
+    # One backend: its figures as they are. Several: each figure once per backend (reset_p50_s_docker, …).
+    result = results[names[0]] if len(names) == 1 else \
+        {f"{k}_{name}": v for name, figures in results.items() for k, v in figures.items()}
     print(json.dumps(result))
 
 

@@ -5,6 +5,7 @@ and stop it after. Needs root and Debian's `docker.io` (install.sh installs it).
 
     with PrivateEngine(Path("/var/tmp/engine-a"), index=1) as engine:   # DOCKER_HOST=engine.url
         ...
+    python -m computerrl.envs.private_engine /var/tmp/engine-a        # the same from a shell, until Ctrl-C
 
 Each engine gets a bridge of its own (`crl-br<index>`, 172.30.<index>.0/24): two engines would otherwise
 both claim docker0. No iptables rules: published ports go through Docker's userland proxy, and images
@@ -98,3 +99,17 @@ class PrivateEngine:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    p = argparse.ArgumentParser(description="Run a private Docker engine until Ctrl-C.")
+    p.add_argument("root", type=Path, help="its folder: socket, data root, log")
+    p.add_argument("--index", type=int, default=1, help="1-254: names its bridge crl-br<index> and subnet")
+    args = p.parse_args()
+    with PrivateEngine(args.root, args.index) as engine:
+        # Blocked once dockerd runs (a child would inherit the mask), then taken by sigwait: the engine stops.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        print(f"export DOCKER_HOST={engine.url}", flush=True)
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
