@@ -69,7 +69,9 @@ class Schedule:
     bc_epochs: int = 5  # sft epochs on the expert replays (the demo's 5 at 3e-4: the best pass@4 on valid of 1-5)
     lr_bc: float = 3e-4
     rl_iterations: int = 2  # rollout + grpo iterations per RL phase
-    rl_tasks: int = 6  # train tasks played per iteration, drawn afresh each iteration (0 = all)
+    rl_tasks: int = 6  # tasks played per iteration, drawn afresh each iteration (0 = all)
+    rl_split: int = 0  # > 0: RL plays tasks of a split of this many (SUITE/rl), fresh instances of train's
+    # templates that BC never imitated; 0: RL plays train's, on which BC ends near-perfect
     dynamic_sampling: int = 0  # DAPO: up to N more draws of rl_tasks tasks while fewer than rl_tasks groups have signal
     samples: int = 4  # G
     grpo_epochs: int = 2
@@ -180,7 +182,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     tasks, envs = Path(s.suite) if s.suite else out / "tasks", out / "envs"
     if not (tasks / "train").exists():
         console.rule("tasks build")
-        step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, valid=s.valid_tasks, seed=seed,
+        step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, valid=s.valid_tasks, rl=s.rl_split,
+             seed=seed,
              templates=s.templates, holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model,
              budgets=s.budgets)
     if envs.exists():
@@ -214,11 +217,16 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
              **training)
         return str(out / folder)
 
+    rl_pool = tasks / ("rl" if s.rl_split else "train")
+    if s.rl_split and not dry_run and not rl_pool.exists():
+        raise ValueError(f"rl_split={s.rl_split}: the suite {tasks} has no rl split (build a new one, or set "
+                         "suite to another folder)")
+
     def train_draw(to: Path, shuffle: int, part: int = 0) -> Path | None:
-        """rl_tasks train tasks of the `shuffle` seed's order, part `part` (all of train when rl_tasks is 0)."""
+        """rl_tasks tasks of RL's pool in the `shuffle` seed's order, part `part` (all of it when rl_tasks is 0)."""
         if not s.rl_tasks or dry_run:
-            return tasks / "train"
-        return _task_draw(tasks / "train", to, s.rl_tasks, shuffle, part=part)
+            return rl_pool
+        return _task_draw(rl_pool, to, s.rl_tasks, shuffle, part=part)
 
     def rl_phase(folder: str, start: str, first: int) -> tuple[str, list[Path]]:
         policy, rollouts = start, []

@@ -118,6 +118,8 @@ def build(
     test: Annotated[int, typer.Option(help="Test instances to generate.")] = 300,
     valid: Annotated[int, typer.Option(help="Validation instances to generate, from train's templates (OUT/valid: "
                                             "choose settings on them, never on test).")] = 0,
+    rl: Annotated[int, typer.Option(help="RL instances to generate, from train's templates (OUT/rl: tasks for RL "
+                                         "that behaviour cloning never imitated).")] = 0,
     seed: Seed = 0,
     templates: Annotated[str, typer.Option(help="Comma-separated template names (default: all; an unknown name "
                                             "lists the known ones).")] = "",
@@ -138,7 +140,7 @@ def build(
     from computerrl.stages.tasks_build import BuildConfig, run
 
     try:
-        cfg = BuildConfig(out=out, train=train, test=test, valid=valid, seed=seed, templates=templates, replay=replay, envs=envs,
+        cfg = BuildConfig(out=out, train=train, test=test, valid=valid, rl=rl, seed=seed, templates=templates, replay=replay, envs=envs,
                           workdir=workdir, model=model, budgets=budgets,
                           holdout_templates=holdout_templates)
     except (ValueError, KeyError) as e:

@@ -1,7 +1,8 @@
 """`computerrl tasks build`: generate a task suite and prove every task solvable on real desktops.
 
-Instances come from templates × parameters (`data.suites`), split so that train, test and valid
-(`--valid`, drawn from train's templates, for choosing settings without looking at test) never
+Instances come from templates × parameters (`data.suites`), split so that train, test, valid
+(`--valid`, drawn from train's templates, for choosing settings without looking at test) and rl
+(`--rl`, from train's templates too: tasks for RL that behaviour cloning never imitated) never
 share an instance; their files go to a cache folder (`files/`, read by env servers with
 `--cache`). With `--replay` (the default) every reference solution is played on local desktops
 through the same episode loop, parser and prompt a model gets (`envs.episode`,
@@ -10,8 +11,8 @@ expert step dataset for behaviour cloning, whose `messages` are the prompts the 
 (built for `--model`'s tokenizer and prompt budgets).
 
 Reads:  nothing (templates are code), and `--model`'s tokenizer.
-Writes: OUT/train, OUT/test, OUT/valid (task datasets: task_id, domain, template, instruction,
-        task_json, solution, gui_solution; valid only with --valid), OUT/expert (step dataset of
+Writes: OUT/train, OUT/test, OUT/valid, OUT/rl (task datasets: task_id, domain, template, instruction,
+        task_json, solution, gui_solution; valid and rl only when asked for), OUT/expert (step dataset of
         the train tasks' replays: the BC data),
         OUT/files (cache + index.json).
         A build killed half-way resumes from OUT/.replays.jsonl.
@@ -42,6 +43,7 @@ class BuildConfig:
     train: int = 2000  # train instances generated (before replay drops any)
     test: int = 300  # test instances generated (before replay drops any)
     valid: int = 0  # validation instances, from train's templates (choose settings on them, never on test)
+    rl: int = 0  # RL instances, from train's templates: for RL to play, never cloned by BC
     seed: int = 0  # the same seed (and counts, templates) gives the same suite
     templates: str = ""  # comma-separated template names ("" = all registered)
     replay: bool = True  # replay every reference solution on real desktops, keep the 1.0 ones
@@ -52,8 +54,8 @@ class BuildConfig:
     holdout_templates: str = ""  # templates only test draws from: a count N or comma-separated names ("" = none)
 
     def __post_init__(self):
-        if self.train < 0 or self.test < 0 or self.valid < 0 or self.train + self.test == 0:
-            raise ValueError("--train, --test and --valid must be >= 0, and --train and --test not both 0")
+        if min(self.train, self.test, self.valid, self.rl) < 0 or self.train + self.test == 0:
+            raise ValueError("--train, --test, --valid and --rl must be >= 0, and --train and --test not both 0")
         if self.envs < 1:
             raise ValueError("--envs must be at least 1")
         for name in self.template_names:
@@ -82,18 +84,19 @@ def run(cfg: BuildConfig, console=None) -> dict:
     console = console or Console(soft_wrap=True)
     out = Path(cfg.out)
     t0 = time.perf_counter()
-    drawn = splits(cfg.train, cfg.test, cfg.valid, cfg.seed, cfg.template_names or None, cfg.holdout)
-    train, test, valid = drawn["train"], drawn["test"], drawn["valid"]
+    drawn = splits(cfg.train, cfg.test, cfg.valid, cfg.seed, cfg.template_names or None, cfg.holdout, cfg.rl)
+    train, test, valid, rl = drawn["train"], drawn["test"], drawn["valid"], drawn["rl"]
     if cfg.holdout:
         console.print(f"held out of train: {', '.join(cfg.holdout)} "
                       f"({sum(i.template in cfg.holdout for i in test)} out-of-distribution test tasks)")
     gen_s = time.perf_counter() - t0
-    everything = train + test + valid
+    everything = train + test + valid + rl
     write_files(everything, out / "files")
     console.print(f"generated {len(train)} train + {len(test)} test" + (f" + {len(valid)} valid" if valid else "")
+                  + (f" + {len(rl)} rl" if rl else "")
                   + f" instances from {len({i.template for i in everything})} templates in {gen_s:.1f} s; "
                   f"files in {out / 'files'}")
-    summary: dict = {"generated": {"train": len(train), "test": len(test), "valid": len(valid)},
+    summary: dict = {"generated": {"train": len(train), "test": len(test), "valid": len(valid), "rl": len(rl)},
                      "generate_s": round(gen_s, 2)}
     if cfg.replay and everything:
         replays = _replay(cfg, out, everything, console)
@@ -104,7 +107,7 @@ def run(cfg: BuildConfig, console=None) -> dict:
                       (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if dropped else ""))
         for task_id, why in dropped.items():
             console.print(f"  dropped {task_id}: {why[:300]}", markup=False, highlight=False)
-        train, test, valid = ([i for i in split if i.task_id in kept] for split in (train, test, valid))
+        train, test, valid, rl = ([i for i in split if i.task_id in kept] for split in (train, test, valid, rl))
         train_ids = {i.task_id for i in train}  # BC trains on these: a test task's solution must not leak into it
         rows = [row for r in replays if r.success and r.task_id in train_ids for row in r.rows]
         expert = datasets.Dataset.from_list(rows, features=STEP_FEATURES) if rows else \
@@ -112,7 +115,7 @@ def run(cfg: BuildConfig, console=None) -> dict:
         save_atomic(expert, out / "expert", lineage=lineage("tasks build", cfg))
         summary.update(kept=len(kept), dropped=dropped, expert_steps=len(rows),
                        replay_s=round(sum(r.seconds for r in replays), 1))
-    written = {"train": train, "test": test} | ({"valid": valid} if cfg.valid else {})
+    written = {"train": train, "test": test} | ({"valid": valid} if cfg.valid else {}) | ({"rl": rl} if cfg.rl else {})
     for split, insts in written.items():
         ds = datasets.Dataset.from_dict(task_rows(insts, cfg.holdout), features=TASK_FEATURES)
         save_atomic(ds, out / split, lineage=lineage("tasks build", cfg, {"split": split}))

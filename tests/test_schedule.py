@@ -91,6 +91,16 @@ def test_entropulse_can_add_hotter_plays_and_the_expert_replays_to_its_data():
     assert str(sft.params["model"]) == "runs/v/rl1/policy-2"
 
 
+def test_rl_can_play_a_split_of_its_own_that_bc_never_imitated():
+    commands = dry_run("--preset", "demo", "--out", "runs/r", "--set", "rl_split=24", "--set", "stop_after=rl1")
+    assert parse(commands[0]).params["rl"] == 24
+    rollouts = [parse(c) for c in commands if c[1] == "rollout"]
+    assert rollouts and {str(r.params["tasks"]) for r in rollouts} == {"runs/r/tasks/rl"}
+    assert str(parse(next(c for c in commands if c[1] == "sft")).params["data"][0]) == "runs/r/tasks/expert"
+    default = dry_run("--preset", "demo", "--out", "runs/d", "--set", "stop_after=rl1")
+    assert {str(parse(c).params["tasks"]) for c in default if c[1] == "rollout"} == {"runs/d/tasks/train"}
+
+
 @pytest.mark.parametrize("bad", ["nope=1", "rl_iterations", "rl_iterations=many"])
 def test_a_bad_setting_is_refused_with_the_known_ones(bad):
     result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", bad])

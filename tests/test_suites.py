@@ -171,6 +171,19 @@ def test_a_validation_split_comes_from_train_templates_and_changes_neither_train
         assert not {i.fingerprint for i in valid} & {i.fingerprint for i in drawn[other]}
 
 
+def test_an_rl_split_is_fresh_instances_of_train_templates_and_changes_no_other_split():
+    from computerrl.data.suites.build import splits
+
+    holdout = ["calc_sort_column"]
+    before = splits(40, 20, 12, seed=2, holdout=holdout)
+    drawn = splits(40, 20, 12, seed=2, holdout=holdout, rl=24)
+    assert all(_digest(drawn[k]) == _digest(before[k]) for k in ("train", "test", "valid")) and before["rl"] == []
+    rl = drawn["rl"]
+    assert len(rl) == 24 and {i.template for i in rl} <= {i.template for i in drawn["train"]}
+    for other in ("train", "test", "valid"):
+        assert not {i.fingerprint for i in rl} & {i.fingerprint for i in drawn[other]}
+
+
 @pytest.mark.desktop
 def test_an_interrupted_build_resumes_from_its_journal(tmp_path):
     from computerrl.data.suites.build import generate

@@ -78,12 +78,13 @@ def generate(train: int, test: int, seed: int = 0, templates: list[str] | None =
 
 
 def splits(train: int, test: int, valid: int = 0, seed: int = 0, templates: list[str] | None = None,
-           holdout: list[str] | None = None) -> dict[str, list[Instance]]:
-    """The train, test and valid instances. Test is drawn first, then train and valid continue each
-    template's stream, so none overlap, and asking for a validation split changes neither train nor
-    test. `holdout`: templates that only test draws from (out-of-distribution tasks: no train or
-    valid instance shares even their template); valid draws from train's templates, so settings
-    chosen on it never see a test task or a held-out template."""
+           holdout: list[str] | None = None, rl: int = 0) -> dict[str, list[Instance]]:
+    """The train, test, valid and rl instances. Test is drawn first, then train, valid and rl continue
+    each template's stream, so none overlap, and asking for a validation or RL split changes neither
+    train nor test. `holdout`: templates that only test draws from (out-of-distribution tasks: no
+    other instance shares even their template); valid draws from train's templates, so settings
+    chosen on it never see a test task or a held-out template; so does rl, fresh tasks for RL to play
+    (train's are the ones behaviour cloning imitated)."""
     names = [get_template(n).name for n in templates] if templates else [t.name for t in all_templates()]
     unknown = sorted(set(holdout or []) - set(names))
     if unknown:
@@ -95,7 +96,8 @@ def splits(train: int, test: int, valid: int = 0, seed: int = 0, templates: list
         if not rr.streams:
             raise ValueError("every template is held out: train would be empty")
     train_set = rr.take(train)
-    return {"train": train_set, "test": test_set, "valid": rr.take(valid)}
+    valid_set = rr.take(valid)
+    return {"train": train_set, "test": test_set, "valid": valid_set, "rl": rr.take(rl)}
 
 
 def pick_holdout(spec: str, seed: int, templates: list[str] | None = None) -> list[str]:
