@@ -12,7 +12,7 @@ APT_PACKAGES=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core 
   python3-pygame  # the Python projects OSWorld's tasks hand the agent (multi_apps/9219480b: a tetris game)
   libglib2.0-bin dconf-gsettings-backend dconf-service gsettings-desktop-schemas  # GNOME's settings: the wallpaper
   ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev  # VS Code (envs/install_code_server.sh)
-  docker.io debootstrap)  # the docker backend's tests: private engines (envs/private_engine.py), the image's base
+  docker.io apparmor debootstrap iproute2)  # the docker backend's tests: private engines (envs/private_engine.py), the image's base
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 missing=()

@@ -135,18 +135,18 @@ def make_backend(name: str, args, cache: Path):
     if name == "docker":
         from computerrl.envs.backends.docker import DockerBackend
 
-        hosts = [h for h in args.docker_hosts.split(",") if h] or None  # None: $DOCKER_HOST, else the local socket
-        return DockerBackend(image=args.docker_image, hosts=hosts, cache=str(cache.resolve()))
+        from computerrl.envs.backends.docker import engine_urls
+
+        return DockerBackend(image=args.docker_image, hosts=engine_urls(args.docker_hosts) or None,
+                             cache=str(cache.resolve()))
     raise SystemExit(f"--backend {name}: local or docker")
 
 
 def server_pid(backend, handle) -> int | None:
-    """The pid on this machine at the top of a server's processes: the server, or its container's init."""
+    """The pid at the top of a server's processes: the server, or its container's init."""
     if handle.backend == "local":
         return handle.detail["pid"]
-    if handle.detail["docker_host"].startswith("unix://"):
-        return backend._container(handle).attrs["State"]["Pid"]
-    return None  # a remote engine's processes are not on this machine
+    return backend._container(handle).attrs["State"]["Pid"]
 
 
 def measure(name: str, args, counts: list[int], task: dict, cache: Path) -> dict:
@@ -173,14 +173,12 @@ def measure(name: str, args, counts: list[int], task: dict, cache: Path) -> dict
             list(ex.map(open_calc, clients))
         sup.check(restart=False)
         alive_max = sum(sup.status[i] == HEALTHY for i in alive)
-        pids = [server_pid(backend, sup.handles[i]) for i in alive]
-        pss = [pss_mb(pid) for pid in pids if pid]
+        pss = [pss_mb(server_pid(backend, sup.handles[i])) for i in alive]
         with open("/proc/meminfo") as f:
             meminfo = {line.split(":")[0]: int(line.split()[1]) for line in f}
-        if pss:
-            print(f"[{name}] desktops alive together: {alive_max}; PSS per desktop with Calc open: median "
-                  f"{statistics.median(pss):.0f} MB (min {min(pss):.0f}, max {max(pss):.0f}); "
-                  f"machine memory available: {meminfo['MemAvailable'] / 1024 ** 2:.1f} GB")
+        print(f"[{name}] desktops alive together: {alive_max}; PSS per desktop with Calc open: median "
+              f"{statistics.median(pss):.0f} MB (min {min(pss):.0f}, max {max(pss):.0f}); "
+              f"machine memory available: {meminfo['MemAvailable'] / 1024 ** 2:.1f} GB")
 
         steps_per_s = {}
         for k in counts:
@@ -201,7 +199,7 @@ def measure(name: str, args, counts: list[int], task: dict, cache: Path) -> dict
                 "reset_task_p50_s": round(statistics.median(task_reset), 3),
                 "step_p50_s": round(statistics.median(steps), 3), "startup_s": round(startup_s, 1),
                 "startup_s_per_server": round(per_server, 2),
-                "pss_mb_per_desktop": round(statistics.median(pss), 1) if pss else None,
+                "pss_mb_per_desktop": round(statistics.median(pss), 1),
                 "desktops_alive_max": alive_max, "desktops_started": args.max_desktops,
                 **{f"steps_per_s_{k}": round(v, 2) for k, v in steps_per_s.items()}}
     finally:
@@ -220,7 +218,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--episodes", type=int, default=10, help="reset+steps rounds for the latency figures")
     p.add_argument("--workdir", default="/tmp/computerrl-bench", help="desktops' state folders")
     p.add_argument("--docker-image", default="computerrl-desktop:latest", help="image for --backend docker")
-    p.add_argument("--docker-hosts", default="", help="engine URLs, comma-separated (default: $DOCKER_HOST)")
+    p.add_argument("--docker-hosts", default="", help="engines on this machine, comma-separated (default: "
+                                                      "$DOCKER_HOST): the bench reads their containers' memory "
+                                                      "and mounts its file cache")
     args = p.parse_args(argv)
     counts = [int(c) for c in args.throughput.split(",") if c]
     names = [b for b in args.backend.split(",") if b]

@@ -186,6 +186,10 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
              seed=seed,
              templates=s.templates, holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model,
              budgets=s.budgets)
+    rl_pool = tasks / ("rl" if s.rl_split else "train")
+    if s.rl_split and not dry_run and not rl_pool.exists():  # said before any desktop starts
+        raise ValueError(f"rl_split={s.rl_split}: the suite {tasks} has no rl split (build a new one, or set "
+                         "suite to another folder)")
     if envs.exists():
         step("spawn-envs", out=envs, stop=True)  # desktops an interrupted run left behind
     if step("spawn-envs", out=envs, count=s.envs, backend=s.backend, cache=tasks / "files", detach=True):
@@ -216,11 +220,6 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         step("sft", model=start, out=out / folder, data=data, epochs=epochs, lr=lr, batch_rows=s.batch_rows, seed=seed,
              **training)
         return str(out / folder)
-
-    rl_pool = tasks / ("rl" if s.rl_split else "train")
-    if s.rl_split and not dry_run and not rl_pool.exists():
-        raise ValueError(f"rl_split={s.rl_split}: the suite {tasks} has no rl split (build a new one, or set "
-                         "suite to another folder)")
 
     def train_draw(to: Path, shuffle: int, part: int = 0) -> Path | None:
         """rl_tasks tasks of RL's pool in the `shuffle` seed's order, part `part` (all of it when rl_tasks is 0)."""

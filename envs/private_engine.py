@@ -44,18 +44,25 @@ class PrivateEngine:
         if shutil.which("dockerd") is None:
             raise EngineError("dockerd is not installed: run `bash install.sh` or `apt-get install docker.io`")
         self.root.mkdir(parents=True, exist_ok=True)
+        pidfile = self.root / "dockerd.pid"
+        if pidfile.exists() and pidfile.read_text().strip().isdigit() and \
+                Path(f"/proc/{pidfile.read_text().strip()}").exists():
+            raise EngineError(f"a dockerd (pid {pidfile.read_text().strip()}) already runs on {self.root}")
+        (self.root / "daemon.json").write_text("{}")  # this engine's settings alone, never the host's
         self._bridge_up()
         log = open(self.root / "dockerd.log", "ab")
         # A short exec root: containerd's sockets live there, and a unix socket path has 108 bytes at most.
         self.exec_root = Path(f"/run/crl-engine-{self.index}")
         self.proc = subprocess.Popen(
-            ["dockerd", "--host", self.url, "--data-root", str(self.root / "data"), "--exec-root", str(self.exec_root),
-             "--pidfile", str(self.root / "dockerd.pid"), "--bridge", self.bridge, "--iptables=false",
-             "--ip-masq=false"],
+            ["dockerd", "--config-file", str(self.root / "daemon.json"), "--host", self.url,
+             "--data-root", str(self.root / "data"), "--exec-root", str(self.exec_root), "--pidfile", str(pidfile),
+             "--bridge", self.bridge, "--iptables=false", "--ip-masq=false",
+             # Its own namespaces, should it share a system containerd with another engine.
+             "--containerd-namespace", f"crl-{self.index}", "--containerd-plugins-namespace", f"crl-{self.index}-p"],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout_s
-        while not self.answers():
+        while not self.answers() or self.proc.poll() is not None:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise EngineError(f"dockerd did not start; see {self.root / 'dockerd.log'}")

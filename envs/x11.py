@@ -9,10 +9,12 @@ A display that stops answering (an agent's client grabbed the server) fails the 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import io
 import os
+import shutil
 import socket
 import struct
 import tempfile
@@ -55,7 +57,9 @@ def grant(display: str, cookie: bytes | None) -> None:
         # Our own file, made once per process; $XAUTHORITY names it from now on. Never one inherited
         # through the environment: a parent's or sibling's file is rewritten whole with their displays.
         if _own_file is None or _own_file[0] != os.getpid():
-            _own_file = os.getpid(), os.path.join(tempfile.mkdtemp(prefix="computerrl-x-"), "Xauthority")
+            folder = tempfile.mkdtemp(prefix="computerrl-x-")
+            atexit.register(shutil.rmtree, folder, True)
+            _own_file = os.getpid(), os.path.join(folder, "Xauthority")
             os.environ["XAUTHORITY"] = _own_file[1]
         path = _own_file[1]
         host = socket.gethostname().encode()

@@ -103,7 +103,9 @@ def _backend(cfg: SpawnEnvsConfig):
                 *(["--apis", str(cfg.apis)] if cfg.apis else []), *limits]
         options = {"workdir": cfg.out / "state", "server_args": tuple(args)}
     elif cfg.backend == "docker":
-        hosts = [h.strip() for h in cfg.docker_hosts.split(",") if h.strip()]
+        from computerrl.envs.backends.docker import engine_urls
+
+        hosts = engine_urls(cfg.docker_hosts)
         options = {"image": cfg.docker_image, "hosts": hosts or None, "publish_ip": cfg.publish_ip,
                    "cache": str(cfg.cache) if cfg.cache else None, "network": cfg.network,
                    "apis": str(cfg.apis) if cfg.apis else None, "server_args": limits}
@@ -282,12 +284,12 @@ def stop(out: Path) -> int:
         return 0 if pid else 1
     # A supervisor that stopped cleanly marked its servers stopped; one that was killed did not.
     running = [h for h in handles if status.get(h.env_id) != "stopped"]  # removed ones again: idempotent
-    for name in sorted({h.backend for h in running}):
-        group = [h for h in running if h.backend == name]
-        backend = _stopper(name, group)
-        for h in group:
-            backend.stop(h)
-        if hasattr(backend, "sweep"):
+    for name in sorted({h.backend for h in handles}):
+        backend = _stopper(name, [h for h in handles if h.backend == name])
+        for h in running:
+            if h.backend == name:
+                backend.stop(h)
+        if hasattr(backend, "sweep"):  # whatever the statuses: a host down at the supervisor's stop may be back
             backend.sweep()
     if running:
         card = out / MANIFEST_DIR / LINEAGE_FILE

@@ -134,7 +134,8 @@ def test_start_sends_server_argv_limits_and_loopback_publishing():
     assert backend.token[:16] not in backend.fleet and len(backend.fleet) == 16  # names the fleet, hides the token
     assert run["detach"] is True and run["init"] is True and run["auto_remove"] is False
     # bubblewrap inside needs user namespaces and a fresh /proc: `--security-opt systempaths=unconfined`
-    assert run["security_opt"] == ["seccomp=unconfined", "apparmor=unconfined"] and run["cap_drop"] == ["ALL"]
+    assert run["security_opt"] == ["seccomp=unconfined", "apparmor=unconfined", "no-new-privileges:true"]
+    assert run["cap_drop"] == ["ALL"]
     assert run["MaskedPaths"] == [] and run["ReadonlyPaths"] == []
     assert run["name"].startswith("computerrl-env-003-")
 

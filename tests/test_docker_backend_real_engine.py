@@ -10,8 +10,10 @@ second run reuses the built image; CI starts from nothing (about 4 minutes of bu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -25,7 +27,8 @@ from computerrl.envs.client import DesktopEnv, EnvClient
 from computerrl.envs.manifest import read_manifest
 from computerrl.envs.scripted import response
 
-pytestmark = [pytest.mark.desktop, pytest.mark.docker]
+# The first test's setup builds the image (about 4 minutes from nothing, more on a slow network).
+pytestmark = [pytest.mark.desktop, pytest.mark.docker, pytest.mark.timeout(2400)]
 IMAGE = "computerrl-desktop:slim"
 ENGINES = Path(os.environ.get("COMPUTERRL_TEST_ENGINES", Path.home() / ".cache" / "computerrl" / "test-engines"))
 REPO = Path(__file__).resolve().parent.parent
@@ -41,8 +44,14 @@ def engines():
 
     if os.geteuid() != 0:
         pytest.skip("real Docker engines need root (dockerd)")
-    a, b = PrivateEngine(ENGINES / "a", 1).start(), PrivateEngine(ENGINES / "b", 2).start()
-    try:
+    with contextlib.ExitStack() as started:
+        a, b = PrivateEngine(ENGINES / "a", 1), PrivateEngine(ENGINES / "b", 2)
+        for engine in (a, b):
+            started.callback(engine.stop)
+            engine.start()
+            left = docker(engine, "ps", "-aq").stdout.split()  # a crashed run's, on the kept data root
+            if left:
+                docker(engine, "rm", "-f", *left)
         t = time.monotonic()
         subprocess.run(["bash", "envs/docker_image.sh", "--slim", IMAGE], cwd=REPO, check=True, timeout=1800,
                        env={**os.environ, "DOCKER_HOST": a.url}, stdout=subprocess.DEVNULL)
@@ -50,15 +59,12 @@ def engines():
         image_id = docker(a, "image", "inspect", "-f", "{{.Id}}", IMAGE).stdout.strip()
         if subprocess.run(["docker", "-H", b.url, "image", "inspect", "-f", "{{.Id}}", IMAGE], capture_output=True,
                           text=True).stdout.strip() != image_id:  # the second host gets the same image
-            subprocess.run(f"docker -H {a.url} save {IMAGE} | docker -H {b.url} load", shell=True, check=True,
-                           timeout=900, stdout=subprocess.DEVNULL)
+            subprocess.run(f"docker -H {shlex.quote(a.url)} save {IMAGE} | docker -H {shlex.quote(b.url)} load",
+                           shell=True, check=True, timeout=900, stdout=subprocess.DEVNULL)
         for engine in (a, b):  # earlier builds' images: the disk is not theirs to keep
             docker(engine, "image", "prune", "-f")
         print(f"image {IMAGE} built in {built:.0f} s, on both engines in {time.monotonic() - t:.0f} s")
         yield a, b
-    finally:
-        a.stop()
-        b.stop()
 
 
 @pytest.fixture(scope="module")

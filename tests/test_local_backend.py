@@ -62,13 +62,15 @@ def test_servers_started_by_a_desktop_serving_process_keep_their_own_x_cookies(t
     # cookies into that same file, each rewrite would drop the others' displays: screenshots of the
     # desktops of all but the last to write failed with "Cannot connect to display".
     script = ("import os, sys; from computerrl.envs.x11 import grant; grant(sys.argv[1], bytes(16)); "
-              "print(os.environ['XAUTHORITY'])")
+              "path = os.environ['XAUTHORITY']; print(path, open(path, 'rb').read().count(b'MIT-MAGIC-COOKIE-1'))")
     from computerrl.envs.x11 import grant
 
     grant(":97", bytes(16))
     parents = Path(os.environ["XAUTHORITY"]).read_bytes()
     children = [subprocess.run([sys.executable, "-c", script, display], capture_output=True, text=True,
-                               check=True).stdout.strip() for display in (":98", ":99")]
+                               check=True).stdout.split() for display in (":98", ":99")]
     assert Path(os.environ["XAUTHORITY"]).read_bytes() == parents
-    assert len({*children, os.environ["XAUTHORITY"]}) == 3
-    assert all(Path(c).read_bytes().count(b"MIT-MAGIC-COOKIE-1") == 2 for c in children)  # ours + :97's
+    assert len({*(path for path, _ in children), os.environ["XAUTHORITY"]}) == 3
+    assert all(cookies == "2" for _, cookies in children)  # its own display (for local and any host)
+    assert not any(Path(path).exists() for path, _ in children)  # each removed its file on exit
+    grant(":97", None)

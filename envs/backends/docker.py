@@ -12,6 +12,7 @@ server's shared token passed in the environment (never on the command line, wher
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -42,6 +43,11 @@ def _docker():
     return docker
 
 
+def engine_urls(spec: str) -> list[str]:
+    """Engine URLs from a comma-separated list ("" = none: $DOCKER_HOST, else the local socket)."""
+    return [h.strip() for h in spec.split(",") if h.strip()]
+
+
 def _is_remote(url: str) -> bool:
     return urlsplit(url).scheme in REMOTE_SCHEMES
 
@@ -64,7 +70,7 @@ class DockerBackend:
         server_args: tuple[str, ...] = (),  # more options for each server (e.g. the desktops' limits)
     ):
         if hosts is None:
-            hosts = [h.strip() for h in os.environ.get("DOCKER_HOST", "").split(",") if h.strip()]
+            hosts = engine_urls(os.environ.get("DOCKER_HOST", ""))
         self.hosts = list(hosts) or [LOCAL_SOCKET]
         if cpus <= 0 or memory_mb <= 0 or shm_mb <= 0:
             raise ValueError("cpus, memory_mb and shm_mb must be positive")
@@ -134,7 +140,7 @@ class DockerBackend:
         try:
             client = self._client(url)
             if url not in self._image_ok:
-                # Checked up front: creating the container would otherwise try Docker Hub and fail slowly.
+                # Checked once per engine, up front: the error then says how to build the image.
                 client.images.get(self.image)
                 self._image_ok.add(url)
             safe_id = re.sub(r"[^a-zA-Z0-9_.-]", "-", env_id)  # container names allow only these
@@ -148,8 +154,9 @@ class DockerBackend:
                 # a fresh /proc, which Docker's masked /proc paths forbid ("Can't mount proc on
                 # /newroot/proc"): no masked or read-only paths is what `docker run --security-opt
                 # systempaths=unconfined` sends. Nothing else is granted: the server runs as an
-                # unprivileged user with no capabilities.
-                security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+                # unprivileged user with no capabilities, and no process in the container may gain
+                # privileges (a setuid binary run as root could write the now unmasked /proc/sys).
+                security_opt=["seccomp=unconfined", "apparmor=unconfined", "no-new-privileges:true"],
                 cap_drop=["ALL"],
                 nano_cpus=int(self.cpus * 1e9),
                 mem_limit=f"{self.memory_mb}m",
@@ -174,7 +181,8 @@ class DockerBackend:
             try:
                 api.start(created["Id"])
             except errors.APIError:
-                api.remove_container(created["Id"], force=True)  # created but never ran: leave nothing
+                with contextlib.suppress(errors.APIError):  # created but never ran: leave nothing
+                    api.remove_container(created["Id"], force=True)
                 raise
             container = client.containers.get(created["Id"])
         except errors.ImageNotFound:
@@ -239,12 +247,15 @@ class DockerBackend:
         errors, removed = _docker().errors, 0
         for url in self.hosts:
             try:
-                for c in self._client(url).containers.list(all=True, filters={"label": f"computerrl.fleet={self.fleet}"}):
+                left = self._client(url).containers.list(all=True, filters={"label": f"computerrl.fleet={self.fleet}"})
+            except (errors.DockerException, OSError) as e:
+                if isinstance(e, errors.APIError):
+                    raise
+                continue  # that engine does not answer
+            for c in left:
+                with contextlib.suppress(errors.NotFound):  # gone meanwhile
                     c.remove(force=True)
                     removed += 1
-            except (errors.DockerException, OSError) as e:
-                if isinstance(e, errors.APIError) and not isinstance(e, errors.NotFound):
-                    raise
         return removed
 
     def alive(self, handle: EnvHandle) -> bool:
