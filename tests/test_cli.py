@@ -99,13 +99,16 @@ def test_stop_stops_docker_servers_on_the_hosts_the_manifest_names(tmp_path, mon
         def stop(self, handle):
             stopped.append(handle.env_id)
 
+    import computerrl.envs.backends.docker  # noqa: F401 - registered before the stand-in replaces it
+
     monkeypatch.setitem(BACKENDS, "docker", Recorder)
     handles = [EnvHandle(f"env-00{i}", f"gpu{i}:3000", "docker", "t", detail={"container": f"c{i}",
                                                                            "docker_host": f"tcp://gpu{i}:2375"})
                for i in range(2)]
     write_manifest(tmp_path, handles, {h.env_id: "healthy" for h in handles})
     assert spawn_envs.run(spawn_envs.SpawnEnvsConfig(out=tmp_path, stop=True)) == 0
-    assert made == [{"hosts": ["tcp://gpu0:2375", "tcp://gpu1:2375"], "publish_ip": "0.0.0.0"}]
+    # The fleet's token too: its containers' label, to sweep those the manifest no longer names.
+    assert made == [{"hosts": ["tcp://gpu0:2375", "tcp://gpu1:2375"], "publish_ip": "0.0.0.0", "token": "t"}]
     assert stopped == ["env-000", "env-001"]
     assert set(read_manifest(tmp_path)[1].values()) == {"stopped"}
 
