@@ -21,12 +21,13 @@ install:
 [group("setup")]
 lock:
     rm -rf .venv-lock && python3 -m venv .venv-lock
+    echo /usr/lib/python3/dist-packages > "$(.venv-lock/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/debian-dist-packages.pth"  # Debian's packages count, as in .venv
     .venv-lock/bin/python -m pip install -q --upgrade pip
     .venv-lock/bin/python -m pip install -q torch==2.13.0
     CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv-lock/bin/python -m pip install -q --no-cache-dir ".[dev]"
     { grep '^#' constraints.txt; .venv-lock/bin/python -m pip freeze --exclude-editable \
         --path "$(.venv-lock/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-        | grep -v -e '^torch==' -e '^computerrl=='; } > constraints.txt.new
+        | grep -v -e '^torch==' -e '^computerrl[ =@]'; } > constraints.txt.new
     mv constraints.txt.new constraints.txt && rm -rf .venv-lock
     git diff --stat constraints.txt
 
