@@ -26,6 +26,13 @@ class EngineError(RuntimeError):
     pass
 
 
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 class PrivateEngine:
     def __init__(self, root: Path | str, index: int = 1):
         if not 1 <= index <= 254:
@@ -45,9 +52,9 @@ class PrivateEngine:
             raise EngineError("dockerd is not installed: run `bash install.sh` or `apt-get install docker.io`")
         self.root.mkdir(parents=True, exist_ok=True)
         pidfile = self.root / "dockerd.pid"
-        if pidfile.exists() and pidfile.read_text().strip().isdigit() and \
-                Path(f"/proc/{pidfile.read_text().strip()}").exists():
-            raise EngineError(f"a dockerd (pid {pidfile.read_text().strip()}) already runs on {self.root}")
+        pid = pidfile.read_text().strip() if pidfile.exists() else ""
+        if pid.isdigit() and _command(int(pid)) == "dockerd":  # a stale file may name another process
+            raise EngineError(f"a dockerd (pid {pid}) already runs on {self.root}")
         (self.root / "daemon.json").write_text("{}")  # this engine's settings alone, never the host's
         self._bridge_up()
         log = open(self.root / "dockerd.log", "ab")
