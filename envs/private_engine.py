@@ -39,6 +39,8 @@ class PrivateEngine:
             raise ValueError("index: 1 to 254 (it names the bridge and its subnet)")
         self.root, self.index = Path(root).resolve(), index
         self.bridge = f"crl-br{index}"
+        # A short exec root: containerd's sockets live there, and a unix socket path has 108 bytes at most.
+        self.exec_root = Path(f"/run/crl-engine-{index}")
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -58,8 +60,6 @@ class PrivateEngine:
         (self.root / "daemon.json").write_text("{}")  # this engine's settings alone, never the host's
         self._bridge_up()
         log = open(self.root / "dockerd.log", "ab")
-        # A short exec root: containerd's sockets live there, and a unix socket path has 108 bytes at most.
-        self.exec_root = Path(f"/run/crl-engine-{self.index}")
         self.proc = subprocess.Popen(
             ["dockerd", "--config-file", str(self.root / "daemon.json"), "--host", self.url,
              "--data-root", str(self.root / "data"), "--exec-root", str(self.exec_root), "--pidfile", str(pidfile),
@@ -91,7 +91,8 @@ class PrivateEngine:
             client.close()
 
     def stop(self) -> None:
-        """SIGTERM (dockerd stops its containers first), then SIGKILL after a minute; the bridge goes too."""
+        """SIGTERM (dockerd stops its containers first), then SIGKILL after a minute; the bridge and the
+        exec root go too (dockerd leaves its network namespace mounted there)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -100,6 +101,8 @@ class PrivateEngine:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
+        subprocess.run(["umount", str(self.exec_root / "netns" / "default")], capture_output=True)
+        shutil.rmtree(self.exec_root, ignore_errors=True)
 
     def _bridge_up(self) -> None:
         if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode != 0:
