@@ -33,7 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from computerrl.envs.backends.local import LocalBackend
+from computerrl.envs.backends.base import make_backend
 from computerrl.envs.client import DesktopEnv, EnvClient
 from computerrl.envs.scripted import calc_episode, response
 from computerrl.envs.supervisor import HEALTHY, Supervisor
@@ -129,20 +129,17 @@ def throughput(clients: list[EnvClient], seconds: float) -> float:
     return sum(counts) / (time.monotonic() - t0)
 
 
-def make_backend(name: str, args, cache: Path):
-    if name == "local":
-        return LocalBackend(args.workdir, server_args=("--cache", str(cache.resolve())))
+def backend_options(name: str, args, cache: Path) -> dict:
+    """The options of `make_backend(name, …)` for this bench: every server reads the bench's file cache."""
     if name == "docker":
-        from computerrl.envs.backends.docker import DockerBackend
-
         from computerrl.envs.backends.docker import engine_urls
 
-        return DockerBackend(image=args.docker_image, hosts=engine_urls(args.docker_hosts) or None,
-                             cache=str(cache.resolve()))
-    raise SystemExit(f"--backend {name}: local or docker")
+        return {"image": args.docker_image, "hosts": engine_urls(args.docker_hosts) or None,
+                "cache": str(cache.resolve())}
+    return {"workdir": args.workdir, "server_args": ("--cache", str(cache.resolve()))}
 
 
-def server_pid(backend, handle) -> int | None:
+def server_pid(backend, handle) -> int:
     """The pid at the top of a server's processes: the server, or its container's init."""
     if handle.backend == "local":
         return handle.detail["pid"]
@@ -150,7 +147,7 @@ def server_pid(backend, handle) -> int | None:
 
 
 def measure(name: str, args, counts: list[int], task: dict, cache: Path) -> dict:
-    backend = make_backend(name, args, cache)
+    backend = make_backend(name, **backend_options(name, args, cache))  # an unknown name lists the known ones
     sup = Supervisor(backend, args.max_desktops, parallel_starts=2, start_timeout_s=300)
     clients: list[EnvClient] = []
     try:  # start-up included: servers run in their own sessions, so Ctrl-C does not reach them

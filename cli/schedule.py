@@ -183,8 +183,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     if not (tasks / "train").exists():
         console.rule("tasks build")
         step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, valid=s.valid_tasks, rl=s.rl_split,
-             seed=seed,
-             templates=s.templates, holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model,
+             seed=seed, templates=s.templates, holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model,
              budgets=s.budgets)
     rl_pool = tasks / ("rl" if s.rl_split else "train")
     if s.rl_split and not dry_run and not rl_pool.exists():  # said before any desktop starts

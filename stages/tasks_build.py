@@ -85,18 +85,17 @@ def run(cfg: BuildConfig, console=None) -> dict:
     out = Path(cfg.out)
     t0 = time.perf_counter()
     drawn = splits(cfg.train, cfg.test, cfg.valid, cfg.seed, cfg.template_names or None, cfg.holdout, cfg.rl)
-    train, test, valid, rl = drawn["train"], drawn["test"], drawn["valid"], drawn["rl"]
     if cfg.holdout:
         console.print(f"held out of train: {', '.join(cfg.holdout)} "
-                      f"({sum(i.template in cfg.holdout for i in test)} out-of-distribution test tasks)")
+                      f"({sum(i.template in cfg.holdout for i in drawn['test'])} out-of-distribution test tasks)")
     gen_s = time.perf_counter() - t0
-    everything = train + test + valid + rl
+    everything = [i for insts in drawn.values() for i in insts]
     write_files(everything, out / "files")
-    console.print(f"generated {len(train)} train + {len(test)} test" + (f" + {len(valid)} valid" if valid else "")
-                  + (f" + {len(rl)} rl" if rl else "")
+    console.print("generated " + " + ".join(f"{len(insts)} {split}" for split, insts in drawn.items()
+                                            if insts or split in ("train", "test"))
                   + f" instances from {len({i.template for i in everything})} templates in {gen_s:.1f} s; "
                   f"files in {out / 'files'}")
-    summary: dict = {"generated": {"train": len(train), "test": len(test), "valid": len(valid), "rl": len(rl)},
+    summary: dict = {"generated": {split: len(insts) for split, insts in drawn.items()},
                      "generate_s": round(gen_s, 2)}
     if cfg.replay and everything:
         replays = _replay(cfg, out, everything, console)
@@ -107,15 +106,16 @@ def run(cfg: BuildConfig, console=None) -> dict:
                       (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if dropped else ""))
         for task_id, why in dropped.items():
             console.print(f"  dropped {task_id}: {why[:300]}", markup=False, highlight=False)
-        train, test, valid, rl = ([i for i in split if i.task_id in kept] for split in (train, test, valid, rl))
-        train_ids = {i.task_id for i in train}  # BC trains on these: a test task's solution must not leak into it
+        drawn = {split: [i for i in insts if i.task_id in kept] for split, insts in drawn.items()}
+        # BC trains on these: a test task's solution must not leak into it
+        train_ids = {i.task_id for i in drawn["train"]}
         rows = [row for r in replays if r.success and r.task_id in train_ids for row in r.rows]
         expert = datasets.Dataset.from_list(rows, features=STEP_FEATURES) if rows else \
             datasets.Dataset.from_dict({k: [] for k in STEP_FEATURES}, features=STEP_FEATURES)
         save_atomic(expert, out / "expert", lineage=lineage("tasks build", cfg))
         summary.update(kept=len(kept), dropped=dropped, expert_steps=len(rows),
                        replay_s=round(sum(r.seconds for r in replays), 1))
-    written = {"train": train, "test": test} | ({"valid": valid} if cfg.valid else {}) | ({"rl": rl} if cfg.rl else {})
+    written = {split: insts for split, insts in drawn.items() if split in ("train", "test") or getattr(cfg, split)}
     for split, insts in written.items():
         ds = datasets.Dataset.from_dict(task_rows(insts, cfg.holdout), features=TASK_FEATURES)
         save_atomic(ds, out / split, lineage=lineage("tasks build", cfg, {"split": split}))

@@ -165,8 +165,8 @@ def test_the_sandbox_holds_inside_a_container(engines, fleet):
 def test_a_killed_container_is_replaced_and_its_trajectory_aborted(engines, fleet):
     out = fleet / "killed"
     journal = out.with_name(f".{out.name}.journal")
-    proc = subprocess.Popen([sys.executable, "-m", "computerrl.cli.main", "rollout",
-                             *options(fleet, out, samples=3)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "computerrl.cli.main", "rollout", *options(fleet, out, samples=3)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert wait_until(lambda: list(journal.glob("*-*.json")), 300)  # a first trajectory is in
     handles, _ = read_manifest(fleet / "envs")
     for h in handles:

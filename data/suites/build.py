@@ -96,8 +96,7 @@ def splits(train: int, test: int, valid: int = 0, seed: int = 0, templates: list
         if not rr.streams:
             raise ValueError("every template is held out: train would be empty")
     train_set = rr.take(train)
-    valid_set = rr.take(valid)
-    return {"train": train_set, "test": test_set, "valid": valid_set, "rl": rr.take(rl)}
+    return {"train": train_set, "test": test_set, "valid": rr.take(valid), "rl": rr.take(rl)}  # drawn in this order
 
 
 def pick_holdout(spec: str, seed: int, templates: list[str] | None = None) -> list[str]:
