@@ -119,13 +119,34 @@ def test_sampling_draws_from_the_whole_distribution_the_logprobs_describe():
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_generate_settings_are_ones_transformers_takes_without_a_warning(temperature):
     """Greedy evals and sampled rollouts pass `generate` settings it accepts as they are (strict
-    validation raises where transformers would print a warning on every call)."""
+    validation raises where transformers would print a warning on every call): its greedy step, which
+    takes the token our sampler left possible."""
     from computerrl.policy.engine_transformers import generation_config
     from computerrl.policy.engines import Sampling
 
     config = generation_config(Sampling(temperature=temperature, max_new_tokens=8), eos_id=2, pad_id=2)
     config.validate(strict=True)
-    assert config.do_sample == (temperature > 0) and config.top_k == (0 if temperature else None)
+    assert not config.do_sample and config.top_k is None and config.max_new_tokens == 8
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_the_sampler_draws_each_token_as_often_as_its_probability_at_the_temperature(temperature):
+    """40,000 draws from one distribution: each token's share within 4 standard errors of
+    softmax(logits / T) (0.01; T = 2 moves the first share by 0.12), a token of probability 0 never,
+    and exactly one token left possible in every row."""
+    import torch
+
+    from computerrl.policy.engine_transformers import InverseCdfSampler
+
+    logits = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0]).log()
+    n = 40_000
+    torch.manual_seed(0)
+    out = InverseCdfSampler(temperature)(None, logits.expand(n, -1).clone())
+    assert (out.isfinite().sum(-1) == 1).all()
+    share = torch.bincount(out.argmax(-1), minlength=5) / n
+    expected = torch.softmax(logits / temperature, -1)
+    assert (share - expected).abs().max() < 4 * (0.25 / n) ** 0.5, (share, expected)
+    assert share[4] == 0
 
 
 def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samples(engine, monkeypatch):
@@ -213,3 +234,40 @@ def test_the_batcher_waits_for_every_episode_in_play(engine):
     policy.close(engine=False)  # the engine is the module's fixture
     assert sizes == [3]
     assert all(a.messages[0]["content"].endswith(f"Put {k} in B2.") and a.response_ids for k, a in answers.items())
+
+
+
+SECOND_BATCH_FAULTS = """
+import resource, sys
+import computerrl.apis
+from computerrl.policy import engine_transformers
+from computerrl.policy.checkpoint import embedded_checkpoint
+from computerrl.policy.engines import Sampling, make_engine
+from computerrl.policy.prompt import BUDGETS, build_messages
+from tests.test_policy import OBS
+if sys.argv[1] == "as-is":
+    engine_transformers.keep_freed_memory = lambda: None
+engine = make_engine("transformers", embedded_checkpoint(), Sampling(1.0, 8))
+history = [(f"Agent.click([{k}, 5])", "Done") for k in range(4)]
+chats = [build_messages(f"Put {v} in B2.", OBS, history[:v % 5], BUDGETS["small"], engine.count_tokens)
+         for v in (1, 22, 333, 4444)]
+engine.generate(chats, seed=0)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+engine.generate(chats, seed=1)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def test_a_cpu_engine_reuses_the_memory_a_batch_freed_for_the_next():
+    """Four chats of ~1,870 tokens, twice: the memory the first batch freed (attention scores,
+    activations, the KV cache) serves the second. With glibc's thresholds as a process starts, the
+    second batch faulted in ~1 GB of pages afresh (~250,000 faults, each page zeroed by the kernel);
+    with the engine's, a few hundred."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    faults = {how: int(subprocess.run([sys.executable, "-c", SECOND_BATCH_FAULTS, how], capture_output=True,
+                                      text=True, check=True, cwd=Path(__file__).parents[1]).stdout)
+              for how in ("as-is", "engine")}
+    assert faults["engine"] * 20 < faults["as-is"], faults
