@@ -20,6 +20,10 @@ real env servers over gRPC), then one env-only run per n:
 - env only: n desktops stepping a constant valid action, no model: steps/s.
 overlap = rollout steps/s ÷ min(model-only, env-only) steps/s: 1 means the slower side never
 waits on the faster one. speedup_<n> = the fast path's rollout steps/s ÷ the baseline's.
+What the CPU allows: `env_cpu_s` and `model_cpu_s` are the machine's busy CPU-seconds (all cores,
+from /proc/stat) per step of the env-only run and per chat of the model-only run; on a machine whose
+cores both sides share, a rollout can do at most cores ÷ (env_cpu_s + model_cpu_s) steps/s
+(`cpu_bound_steps_per_s`), however well they overlap.
 Where a step's time goes (per chat, seconds): `build_s` building its prompt (the a11y tree cut to
 budget with the tokenizer), `tokenize_s` turning the chat into ids, `prefill_s` the model reading
 it (the model-only chats again with a one-token answer) and `decode_s` the rest of model-only's
@@ -32,6 +36,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import tempfile
 import threading
 import time
@@ -143,7 +148,9 @@ def rollout_run(engine, budgets, pool, tasks, n: int, steps: int, background: bo
         agent.build_messages = build
     policy.close(engine=False)
     batches = [chats[k:k + n] for k in range(0, min(len(chats), max(6, 2 * n)), n)]  # the rollout's first chats
+    cpu = busy_cpu_s()
     model_only = model_time(engine, batches)
+    cpu = busy_cpu_s() - cpu
     sampling = engine.sampling
     engine.sampling = dataclasses.replace(sampling, max_new_tokens=1)
     try:
@@ -157,8 +164,15 @@ def rollout_run(engine, budgets, pool, tasks, n: int, steps: int, background: bo
     return {"steps_per_s": played / wall, "tokens_per_s": clock["tokens"] / wall,
             "model_share": clock["model_s"] / wall, "env_share": clock["env_s"] / n / wall,
             "mean_batch": played / max(1, clock["batches"]), "model_only": asked / model_only,
+            "model_cpu_s": cpu / asked,
             "build_s": clock["build_s"] / played, "tokenize_s": (time.monotonic() - t0) / asked,
             "prefill_s": prefill / asked, "decode_s": (model_only - prefill) / asked}
+
+
+def busy_cpu_s() -> float:
+    """CPU-seconds this machine has spent busy since boot, on all cores (/proc/stat: all but idle and iowait)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def model_time(engine, batches: list) -> float:
@@ -216,21 +230,27 @@ def main() -> None:
                     raise SystemExit(f"{h.env_id} did not start: {problem}")
             for n in counts:
                 pool = EnvPool(handles[:n], max_steps=args.max_steps)
+                cpu = busy_cpu_s()
                 env_steps, env_wall = episodes(pool, ConstantPolicy(), tasks, n, args.steps,
                                                {"env_s": 0.0, "lock": threading.Lock()})
+                env_cpu = (busy_cpu_s() - cpu) / env_steps
                 env_only = env_steps / env_wall
                 results[f"env_only_steps_per_s_{n}"] = round(env_only, 3)
+                results[f"env_cpu_s_{n}"] = round(env_cpu, 3)
                 for path, engine in paths.items():
                     r = rollout_run(engine, budgets, pool, tasks, n, args.steps, background=path == "baseline")
                     prefix = "" if path == "fast" else "baseline_"
                     r["overlap"] = r["steps_per_s"] / min(r["model_only"], env_only)
+                    r["cpu_bound_steps_per_s"] = len(os.sched_getaffinity(0)) / (env_cpu + r["model_cpu_s"])
                     for key in ("steps_per_s", "tokens_per_s", "model_share", "env_share", "mean_batch", "model_only",
-                                "overlap", "build_s", "tokenize_s", "prefill_s", "decode_s"):
+                                "model_cpu_s", "cpu_bound_steps_per_s", "overlap", "build_s", "tokenize_s", "prefill_s", "decode_s"):
                         results[f"{prefix}{key}_{n}"] = round(r[key], 3)
                     print(f"{n} desktops, {path}: {r['steps_per_s']:.3f} steps/s, {r['tokens_per_s']:.1f} tokens/s, "
                           f"{r['mean_batch']:.1f} chats a batch; "
                           f"wall time in model {r['model_share']:.0%}, in desktops {r['env_share']:.0%}; model only "
-                          f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}; "
+                          f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}; CPU-s "
+                          f"per step: desktops {env_cpu:.2f}, model {r['model_cpu_s']:.2f}, so at most "
+                          f"{r['cpu_bound_steps_per_s']:.3f} steps/s on {len(os.sched_getaffinity(0))} cores; "
                           f"per chat: prompt {r['build_s']:.3f} s, ids {r['tokenize_s']:.3f} s, prefill "
                           f"{r['prefill_s']:.3f} s, decode {r['decode_s']:.3f} s", flush=True)
                 results[f"speedup_{n}"] = round(results[f"steps_per_s_{n}"] / results[f"baseline_steps_per_s_{n}"], 2)
