@@ -21,9 +21,10 @@ real env servers over gRPC), then one env-only run per n:
 overlap = rollout steps/s ÷ min(model-only, env-only) steps/s: 1 means the slower side never
 waits on the faster one. speedup_<n> = the fast path's rollout steps/s ÷ the baseline's.
 What the CPU allows: `env_cpu_s` and `model_cpu_s` are the machine's busy CPU-seconds (all cores,
-from /proc/stat) per step of the env-only run and per chat of the model-only run; on a machine whose
-cores both sides share, a rollout can do at most cores ÷ (env_cpu_s + model_cpu_s) steps/s
-(`cpu_bound_steps_per_s`), however well they overlap.
+from /proc/stat) per step of the env-only run and per chat of the model-only run (full batches of n);
+on a machine whose cores both sides share, a rollout can do at most cores ÷ (env_cpu_s + model_cpu_s)
+steps/s (`cpu_bound_steps_per_s`), however well they overlap. The bound takes the machine as the
+bench's own: a CPU quota or other busy processes make it wrong.
 Where a step's time goes (per chat, seconds): `build_s` building its prompt (the a11y tree cut to
 budget with the tokenizer), `tokenize_s` turning the chat into ids, `prefill_s` the model reading
 it (the model-only chats again with a one-token answer) and `decode_s` the rest of model-only's
@@ -170,9 +171,10 @@ def rollout_run(engine, budgets, pool, tasks, n: int, steps: int, background: bo
 
 
 def busy_cpu_s() -> float:
-    """CPU-seconds this machine has spent busy since boot, on all cores (/proc/stat: all but idle and iowait)."""
-    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    """CPU-seconds this machine has spent busy since boot, on all cores (/proc/stat: user, nice, system,
+    irq and softirq; not steal, and not guest, which user already counts)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    return (sum(ticks[:3]) + ticks[5] + ticks[6]) / os.sysconf("SC_CLK_TCK")
 
 
 def model_time(engine, batches: list) -> float:
@@ -243,13 +245,14 @@ def main() -> None:
                     r["overlap"] = r["steps_per_s"] / min(r["model_only"], env_only)
                     r["cpu_bound_steps_per_s"] = len(os.sched_getaffinity(0)) / (env_cpu + r["model_cpu_s"])
                     for key in ("steps_per_s", "tokens_per_s", "model_share", "env_share", "mean_batch", "model_only",
-                                "model_cpu_s", "cpu_bound_steps_per_s", "overlap", "build_s", "tokenize_s", "prefill_s", "decode_s"):
+                                "model_cpu_s", "cpu_bound_steps_per_s", "overlap", "build_s", "tokenize_s", "prefill_s",
+                                "decode_s"):
                         results[f"{prefix}{key}_{n}"] = round(r[key], 3)
                     print(f"{n} desktops, {path}: {r['steps_per_s']:.3f} steps/s, {r['tokens_per_s']:.1f} tokens/s, "
                           f"{r['mean_batch']:.1f} chats a batch; "
                           f"wall time in model {r['model_share']:.0%}, in desktops {r['env_share']:.0%}; model only "
-                          f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}; CPU-s "
-                          f"per step: desktops {env_cpu:.2f}, model {r['model_cpu_s']:.2f}, so at most "
+                          f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}; "
+                          f"CPU-s per step: desktops {env_cpu:.2f}, model {r['model_cpu_s']:.2f}, so at most "
                           f"{r['cpu_bound_steps_per_s']:.3f} steps/s on {len(os.sched_getaffinity(0))} cores; "
                           f"per chat: prompt {r['build_s']:.3f} s, ids {r['tokenize_s']:.3f} s, prefill "
                           f"{r['prefill_s']:.3f} s, decode {r['decode_s']:.3f} s", flush=True)

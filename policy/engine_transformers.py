@@ -46,8 +46,6 @@ class TransformersEngine:
         CPU); `static_cache`: decode into a KV cache allocated once for the batch's whole length (about
         30% faster than transformers' growing cache here, the same numbers to float error)."""
         self.sampling = sampling
-        if device.startswith("cpu"):
-            keep_freed_memory()
         self.tokenizer = tokenizer or load_tokenizer(checkpoint)
         if model is None:
             dtype = fast_dtype(device) if dtype == "auto" else dtype
@@ -58,6 +56,8 @@ class TransformersEngine:
         self.eos_id = self.tokenizer.eos_token_id
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_id
         self.device = next(self.model.parameters()).device
+        if self.device.type == "cpu":
+            keep_freed_memory()
         self.prefix_cache = self.device.type == "cpu" if prefix_cache is None else prefix_cache
         self.static_cache = static_cache
         self._prefixes: dict[tuple, object] = {}  # system prompt tokens -> KV cache, least recently used first
@@ -192,8 +192,12 @@ class InverseCdfSampler:
     def __call__(self, input_ids, scores):
         import torch
 
+        # `scores` are the raw logits generate also returns (the log-probs' source): never changed in place
         cdf = torch.softmax(scores.double() / self.temperature, -1).cumsum_(-1)
+        if not torch.isfinite(cdf[:, -1]).all():  # as torch.multinomial refused them
+            raise ValueError("the model's logits hold inf or nan: no distribution to sample from")
         u = torch.rand(len(scores), 1, dtype=torch.float64, device=scores.device) * cdf[:, -1:]
+        # u < the total but where rounding makes them equal (~1e-16 a draw): then the last token
         drawn = torch.searchsorted(cdf, u, right=True).clamp_(max=scores.shape[-1] - 1)
         return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)
 
