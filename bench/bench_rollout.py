@@ -215,6 +215,7 @@ def main() -> None:
              "fast": open_engine(embedded_checkpoint(), engine="transformers", temperature=1.0,  # as rollout opens it
                                  max_new_tokens=args.max_new_tokens, device="cpu", llm_url="")}
     budgets = BUDGETS[args.budgets]
+    cores = len(os.sched_getaffinity(0))
     results: dict = {"max_new_tokens": args.max_new_tokens, "budgets": args.budgets,
                      "fast_engine": paths["fast"].engine or "transformers:float32"}
     with tempfile.TemporaryDirectory(prefix="bench-rollout-") as tmp:
@@ -243,7 +244,7 @@ def main() -> None:
                     r = rollout_run(engine, budgets, pool, tasks, n, args.steps, background=path == "baseline")
                     prefix = "" if path == "fast" else "baseline_"
                     r["overlap"] = r["steps_per_s"] / min(r["model_only"], env_only)
-                    r["cpu_bound_steps_per_s"] = len(os.sched_getaffinity(0)) / (env_cpu + r["model_cpu_s"])
+                    r["cpu_bound_steps_per_s"] = cores / (env_cpu + r["model_cpu_s"])
                     for key in ("steps_per_s", "tokens_per_s", "model_share", "env_share", "mean_batch", "model_only",
                                 "model_cpu_s", "cpu_bound_steps_per_s", "overlap", "build_s", "tokenize_s", "prefill_s",
                                 "decode_s"):
@@ -253,7 +254,7 @@ def main() -> None:
                           f"wall time in model {r['model_share']:.0%}, in desktops {r['env_share']:.0%}; model only "
                           f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}; "
                           f"CPU-s per step: desktops {env_cpu:.2f}, model {r['model_cpu_s']:.2f}, so at most "
-                          f"{r['cpu_bound_steps_per_s']:.3f} steps/s on {len(os.sched_getaffinity(0))} cores; "
+                          f"{r['cpu_bound_steps_per_s']:.3f} steps/s on {cores} cores; "
                           f"per chat: prompt {r['build_s']:.3f} s, ids {r['tokenize_s']:.3f} s, prefill "
                           f"{r['prefill_s']:.3f} s, decode {r['decode_s']:.3f} s", flush=True)
                 results[f"speedup_{n}"] = round(results[f"steps_per_s_{n}"] / results[f"baseline_steps_per_s_{n}"], 2)
