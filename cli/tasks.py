@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -68,21 +68,39 @@ def check(
 
 @app.command("fetch", help="Download every file a folder of task files needs (download steps, cloud_file getters) "
              "into a file cache for env servers' --cache: atomic, resumable (a rerun fetches only what is missing), "
-             "a clear error per URL.")
+             "a clear error per URL. Task files are treated as hostile: http(s) only, every hop (redirects too) to "
+             "public addresses only (loopback, link-local and private ones are refused unless --allow-host names "
+             "them), a size cap per file, one deadline per URL; only regular *.json files are read.")
 def fetch(
-    folder: Annotated[Path, typer.Argument(help="Folder searched recursively for *.json task files.")],
+    folder: Annotated[Path, typer.Argument(help="Folder searched recursively for *.json task files (regular files "
+                                           "only: a FIFO, socket or device is skipped, never opened).")],
     cache: Annotated[Path, typer.Option(help="The file cache: a folder whose index.json maps each URL to a file.")],
-    timeout_s: Annotated[float, typer.Option(help="Seconds without an answer before a URL counts as failed.")] = 60.0,
+    timeout_s: Annotated[float, typer.Option(help="Seconds one URL may take in all (redirects, headers and body; "
+                                             "not per read) before it counts as failed.")] = 60.0,
+    max_mb: Annotated[float, typer.Option(help="Largest file to keep, in MiB: a bigger one is refused and nothing "
+                                          "of it kept.")] = 512.0,
+    allow_host: Annotated[Optional[list[str]], typer.Option(
+        metavar="ADDRESS", help="An address or network (192.168.1.20, 10.0.0.0/8) to fetch from although it is not "
+                                "public, e.g. a mirror on your LAN; repeat for more. Every redirect is still "
+                                "checked.")] = None,
 ):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from computerrl.envs.tasks.fetch import Cache, download, task_urls
+    from computerrl.envs.tasks.fetch import Cache, allowed_networks, download, task_files, task_urls
     from computerrl.envs.tasks.task import TaskError, load_task
 
-    files = sorted(folder.rglob("*.json"))
+    try:
+        allow = allowed_networks(allow_host or [])
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--allow-host") from None
+    if not all(0 < x < float("inf") for x in (timeout_s, max_mb)):
+        raise typer.BadParameter("--timeout-s and --max-mb must be positive numbers")
+    files, not_regular = task_files(folder)
+    for line in not_regular:
+        typer.echo(f"skipped {line}", err=True)
     if not files:
-        raise typer.BadParameter(f"no *.json files under {folder}", param_hint="FOLDER")
+        raise typer.BadParameter(f"no regular *.json files under {folder}", param_hint="FOLDER")
     urls: list[str] = []
     for f in files:
         try:
@@ -100,7 +118,7 @@ def fetch(
         files_bar = progress.add_task("files", total=len(todo))
         for url in todo:
             try:
-                store.add(url, download(url, timeout_s))
+                store.add(url, download(url, timeout_s=timeout_s, max_bytes=int(max_mb * 2**20), allow=allow))
             except OSError as e:
                 failed[url] = str(e)
                 progress.console.print(f"[red]failed[/] {url}: {e}", highlight=False)

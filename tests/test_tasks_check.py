@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
+import os
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -221,11 +230,108 @@ def test_a_task_is_supported_only_if_the_programs_it_starts_are_in_the_desktop(s
     assert parse_task({**CALC_TASK, "config": [step]}).unsupported() == needs
 
 
+class Server(http.server.ThreadingHTTPServer):
+    def server_bind(self):  # as HTTPServer's, less getfqdn: a reverse DNS lookup of 127.0.0.2 could leave the host
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+@contextlib.contextmanager
+def web(routes, host="127.0.0.1", port=0):
+    """A real HTTP server on `host` (loopback only): `routes` maps a path to bytes served whole or to a
+    function answering with the request handler. Yields its base URL and the paths asked for."""
+    asked = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            asked.append(self.path)
+            answer = routes.get(self.path)
+            if answer is None:
+                self.send_error(404)
+            elif isinstance(answer, bytes):
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+            else:
+                try:
+                    answer(self)
+                except OSError:
+                    pass  # the fetch hung up on us, as the test wants
+
+    server = Server((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{host}:{server.server_port}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def redirect(location):
+    def answer(handler):
+        handler.send_response(302)
+        handler.send_header("Location", location)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+    return answer
+
+
+class FakeDNS(dict):
+    """name → its answers, one per lookup (the last repeats; a tuple is several addresses at once);
+    `lookups` lists the names looked up."""
+
+    def __init__(self):
+        super().__init__()
+        self.lookups = []
+
+
+@pytest.fixture
+def dns(monkeypatch):
+    """Names resolved by the test, never by a DNS server: numeric hosts resolve as usual, names the
+    test sets in the returned FakeDNS to its answers, any other name fails."""
+    real, fake = socket.getaddrinfo, FakeDNS()
+
+    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+        if host in fake:
+            fake.lookups.append(host)
+            now = fake[host].pop(0) if len(fake[host]) > 1 else fake[host][0]
+            return [a for ip in (now if isinstance(now, tuple) else (now,))
+                    for a in real(ip, port, family, type, proto, flags | socket.AI_NUMERICHOST)]
+        return real(host, port, family, type, proto, flags | socket.AI_NUMERICHOST)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return fake
+
+
+def downloading(tmp_path, *urls):
+    """A task folder holding one task that downloads `urls` (its evaluator compares with the first)."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir(exist_ok=True)
+    write(tasks, "t.json", {**CALC_TASK, "config": [{"type": "download", "parameters": {"files": [
+        {"url": url, "path": f"/home/user/{i}.bin"} for i, url in enumerate(urls)]}}],
+        "evaluator": {**CALC_TASK["evaluator"], "expected": {"type": "cloud_file", "path": urls[0], "dest": "gold"}}})
+    return tasks
+
+
+def fetch(tasks, cache, *options):
+    return CliRunner().invoke(app, ["tasks", "fetch", str(tasks), "--cache", str(cache), *options])
+
+
+def cached(cache):
+    """URL → bytes of what the cache holds; asserts nothing else lies in it, whole or partial."""
+    index = json.loads((cache / "index.json").read_text()) if (cache / "index.json").exists() else {}
+    stored = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file() and p.name != "index.json")
+    assert stored == sorted(index.values()), stored
+    return {url: (cache / rel).read_bytes() for url, rel in index.items()}
+
+
 def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
-    """Against a real HTTP server on loopback."""
+    """Against a real HTTP server on loopback, which --allow-host lets it fetch from."""
     import functools
-    import http.server
-    import threading
 
     served = tmp_path / "web"
     served.mkdir()
@@ -247,7 +353,7 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
                 return
             super().do_GET()
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(served)))
+    server = Server(("127.0.0.1", 0), functools.partial(Handler, directory=str(served)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}"
     try:
@@ -260,7 +366,7 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
             "evaluator": {**CALC_TASK["evaluator"], "expected": {"type": "cloud_file", "path": f"{base}/gold.txt",
                                                                  "dest": "gold.txt"}}})
         cache = tmp_path / "cache"
-        first = CliRunner().invoke(app, ["tasks", "fetch", str(tasks), "--cache", str(cache)])
+        first = fetch(tasks, cache, "--allow-host", "127.0.0.1")
         assert first.exit_code == 1 and f"{base}/missing.xlsx: HTTP 404" in first.output
         assert f"{base}/short.bin" in first.output and f"{base}/short.bin" not in json.loads(
             (cache / "index.json").read_text())  # cut short: never cached as if whole
@@ -270,12 +376,149 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
         assert not list(cache.rglob("*.part"))
         (served / "missing.xlsx").write_bytes(b"late")
         requests.clear()
-        again = CliRunner().invoke(app, ["tasks", "fetch", str(tasks), "--cache", str(cache)])
+        again = fetch(tasks, cache, "--allow-host", "127.0.0.1")
         assert "2 already in" in again.output and again.exit_code == 1  # short.bin still cut short
         assert requests and all("missing" in r or "short" in r for r in requests), requests  # only what was missing
         assert (cache / json.loads((cache / "index.json").read_text())[f"{base}/missing.xlsx"]).read_bytes() == b"late"
     finally:
         server.shutdown()
+
+
+def test_tasks_fetch_refuses_a_loopback_address_unless_allowed(tmp_path):
+    """The fleet's console answers on loopback: a task file must not get it cached by default."""
+    with web({"/fleet": b"<h1>fleet console</h1>"}) as (base, asked):
+        tasks, cache = downloading(tmp_path, f"{base}/fleet"), tmp_path / "cache"
+        refused = fetch(tasks, cache)
+        assert refused.exit_code == 1, refused.output
+        assert f"{base}/fleet: refused: 127.0.0.1 is a loopback address" in refused.output
+        assert asked == [] and cached(cache) == {}
+        allowed = fetch(tasks, cache, "--allow-host", "127.0.0.0/8")
+        assert allowed.exit_code == 0, allowed.output
+        assert cached(cache) == {f"{base}/fleet": b"<h1>fleet console</h1>"}
+        by_name = fetch(tasks, cache, "--allow-host", "mirror.lan")
+        assert by_name.exit_code == 2 and "not 'mirror.lan'" in by_name.output
+
+
+def test_tasks_fetch_checks_every_redirect_even_from_an_allowed_host(tmp_path, dns):
+    """An allowed mirror (127.0.0.1) redirects to the console (127.0.0.2, by address and by a name
+    DNS resolves to it): refused at the hop, the console never asked, nothing cached."""
+    with web({"/fleet": b"console", "/shot/env-000/1": b"\x89PNG"}, host="127.0.0.2") as (console, console_asked):
+        dns["console.lan"] = ["127.0.0.2"]
+        console_by_name = console.replace("127.0.0.2", "console.lan")
+        with web({"/jump": redirect(f"{console}/fleet"), "/shot": redirect(f"{console_by_name}/shot/env-000/1"),
+                  "/data.xlsx": b"xlsx"}) as (mirror, _):
+            tasks = downloading(tmp_path, f"{mirror}/jump", f"{mirror}/shot", f"{mirror}/data.xlsx")
+            result = fetch(tasks, cache := tmp_path / "cache", "--allow-host", "127.0.0.1")
+    assert result.exit_code == 1, result.output
+    assert f"{mirror}/jump: redirected to {console}/fleet: refused: 127.0.0.2 is a loopback address" in result.output
+    assert (f"{mirror}/shot: redirected to {console_by_name}/shot/env-000/1: refused: console.lan (127.0.0.2) is a "
+            "loopback address") in result.output
+    assert console_asked == [] and cached(cache) == {f"{mirror}/data.xlsx": b"xlsx"}  # the others go on
+
+
+def test_tasks_fetch_connects_to_the_address_it_checked(tmp_path, dns):
+    """A name that resolves to an allowed address, then (a second lookup) to the console: the file
+    comes from the address checked, looked up once."""
+    with web({"/data.xlsx": b"mirror"}) as (mirror, _):
+        port = mirror.rsplit(":", 1)[1]
+        with web({"/data.xlsx": b"console"}, host="127.0.0.2", port=int(port)) as (_, console_asked):
+            dns["mirror.test"] = ["127.0.0.1", "127.0.0.2"]
+            url = f"http://mirror.test:{port}/data.xlsx"
+            result = fetch(downloading(tmp_path, url), tmp_path / "cache", "--allow-host", "127.0.0.1")
+    assert result.exit_code == 0, result.output
+    assert cached(tmp_path / "cache") == {url: b"mirror"} and console_asked == [] and dns.lookups == ["mirror.test"]
+
+
+@pytest.mark.parametrize("name, answer, why", [
+    ("lan", "10.1.2.3", "a private address"), ("home", "192.168.1.1", "a private address"),
+    ("metadata", "169.254.169.254", "a link-local address"), ("zero", "0.0.0.0", "the unspecified address"),
+    ("group", "224.0.0.1", "a multicast address"), ("cgnat", "100.64.0.1", "not a public address"),
+    ("six", "::1", "a loopback address"), ("six-ll", "fe80::1", "a link-local address"),
+    ("six-site", "fec0::1", "a site-local address"), ("mapped", "::ffff:127.0.0.1", "a loopback address"),
+    ("mixed", ("93.184.216.34", "10.0.0.1"), "a private address"),  # one bad answer is enough
+])
+def test_a_name_that_resolves_to_a_non_public_address_is_refused(dns, name, answer, why):
+    from computerrl.envs.tasks.fetch import resolve
+
+    dns[name] = [answer]
+    with pytest.raises(OSError, match=f"refused: {name} .* is {why}"):
+        resolve(name, 80, [])
+
+
+def test_a_public_address_or_an_allowed_one_passes_the_check(dns):
+    from computerrl.envs.tasks.fetch import allowed_networks, resolve
+
+    dns["public"], dns["mirror"] = ["93.184.216.34"], ["10.1.2.3"]
+    assert resolve("public", 80, []) == (socket.AF_INET, ("93.184.216.34", 80))  # resolved only: nothing contacted
+    assert resolve("mirror", 443, allowed_networks(["10.0.0.0/8"])) == (socket.AF_INET, ("10.1.2.3", 443))
+
+
+def test_tasks_fetch_refuses_a_file_over_the_size_cap_and_keeps_nothing_of_it(tmp_path):
+    def unannounced(handler):  # no Content-Length: the cap must hold while reading
+        handler.send_response(200)
+        handler.end_headers()
+        for _ in range(50):
+            handler.wfile.write(b"x" * 1000)
+
+    with web({"/announced.bin": b"x" * 50_000, "/unannounced.bin": unannounced, "/small.bin": b"s" * 100}) as (base, _):
+        tasks = downloading(tmp_path, f"{base}/small.bin", f"{base}/announced.bin", f"{base}/unannounced.bin")
+        result = fetch(tasks, tmp_path / "cache", "--allow-host", "127.0.0.1", "--max-mb", "0.01")
+    assert result.exit_code == 1, result.output
+    assert f"{base}/announced.bin: refused: 50,000 bytes, over the 10,485-byte cap" in result.output
+    assert f"{base}/unannounced.bin: refused: over the 10,485-byte cap" in result.output
+    assert cached(tmp_path / "cache") == {f"{base}/small.bin": b"s" * 100}  # no partial file either
+
+
+@pytest.mark.parametrize("slow", ["headers", "body"])
+def test_tasks_fetch_has_one_deadline_per_url_however_slowly_bytes_come(tmp_path, slow):
+    """A byte every 0.5 s resets a per-read timeout forever; --timeout-s 2 must end the URL at 2 s."""
+    fast, trickled = {  # 40 bytes trickled: 20 s if nothing cuts them
+        "headers": (b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\n", b"X-Slow: " + b"a" * 28 + b"\r\n\r\n"),
+        "body": (b"HTTP/1.0 200 OK\r\nContent-Length: 40\r\n\r\n", b"b" * 40)}[slow]
+
+    def trickle(handler):
+        handler.wfile.write(fast)
+        for byte in trickled:
+            handler.wfile.write(bytes([byte]))
+            time.sleep(0.5)
+        handler.wfile.write(b"body" if slow == "headers" else b"")
+
+    with web({"/slow.bin": trickle}) as (base, _):
+        start = time.monotonic()
+        result = fetch(downloading(tmp_path, f"{base}/slow.bin"), tmp_path / "cache",
+                       "--allow-host", "127.0.0.1", "--timeout-s", "2")
+        took = time.monotonic() - start
+    assert result.exit_code == 1 and took < 10, (took, result.output)
+    assert f"{base}/slow.bin: not done within 2 s" in result.output
+    assert cached(tmp_path / "cache") == {}
+
+
+def test_tasks_fetch_refuses_a_redirect_to_ftp(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as ftp:  # listens, never answers: did anything connect?
+        ftp_url = f"ftp://127.0.0.1:{ftp.getsockname()[1]}/a.xlsx"
+        with web({"/a.xlsx": redirect(ftp_url)}) as (base, _):
+            result = fetch(downloading(tmp_path, f"{base}/a.xlsx"), tmp_path / "cache",
+                           "--allow-host", "127.0.0.1", "--timeout-s", "3")
+        ftp.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            ftp.accept()  # no connection waiting
+    assert result.exit_code == 1, result.output
+    assert f"{base}/a.xlsx: redirected to {ftp_url}: refused: ftp:// (only http and https)" in result.output
+    assert cached(tmp_path / "cache") == {}
+
+
+def test_tasks_fetch_skips_a_fifo_or_device_named_json_without_opening_it(tmp_path):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    write(tasks, "ok.json", {**CALC_TASK, "config": [], "evaluator": {"func": "infeasible"}})  # fetches nothing
+    os.mkfifo(tasks / "x.json")  # opening it for reading waits for a writer that never comes
+    (tasks / "null.json").symlink_to("/dev/null")
+    done = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "tasks", "fetch", str(tasks),
+                           "--cache", str(tmp_path / "cache")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"skipped {tasks / 'x.json'}: a FIFO, not a regular file" in done.stderr
+    assert f"skipped {tasks / 'null.json'}: a character device, not a regular file" in done.stderr
+    assert "1 task files need 0 files" in done.stdout
 
 
 def test_compare_pptx_files_position_options_are_supported():

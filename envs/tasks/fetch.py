@@ -5,18 +5,35 @@ The cache is a folder with index.json (URL → file in the folder), the same one
 Each file is written to a temporary name and renamed, and the index is rewritten (atomically) after
 each one, so a fetch that is killed keeps what it finished and a rerun fetches only what is missing.
 A URL that fails is named with why; the others go on.
+
+Task files come from strangers, so a URL is treated as hostile: a `download` step copies whatever the
+cache holds into a desktop the agent sees. Hence:
+- http and https only, on every hop; at most 10 redirects.
+- Public addresses only: each hop's host is resolved and every address checked (loopback, link-local,
+  private, multicast, reserved and unspecified are refused), then the connection goes to the address
+  checked, so a second DNS answer cannot send it elsewhere. `allow` (`--allow-host`) names addresses
+  or networks let through anyway: a mirror on the LAN, or a test server on loopback.
+- A size cap per file and one deadline per URL (every hop, header and byte, not per read). A file
+  refused or cut short leaves nothing in the cache.
+- No proxies from the environment: the address checked must be the one connected to.
+Only regular files are read from the task folder (`task_files`): a FIFO named *.json would block.
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.client
+import ipaddress
 import json
 import os
-import urllib.error
-import urllib.request
+import socket
+import ssl
+import stat
+import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlparse
+from urllib.parse import urljoin, urlparse, urlsplit
 
 from computerrl.data.files import write_atomic
 from computerrl.envs.tasks import getters  # noqa: F401 - registers the steps, and the files they bring
@@ -24,6 +41,9 @@ from computerrl.envs.tasks.setup import STEP_FILES
 from computerrl.envs.tasks.task import Task
 
 CHUNK = 1 << 20
+MAX_REDIRECTS = 10
+REDIRECTS = (301, 302, 303, 307, 308)
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def task_urls(task: Task) -> list[str]:
@@ -37,6 +57,26 @@ def task_urls(task: Task) -> list[str]:
         if g.get("type") == "cloud_file":
             urls += g["path"] if isinstance(g.get("path"), list) else [g.get("path")]
     return [u for u in dict.fromkeys(urls) if isinstance(u, str) and urlparse(u).scheme in ("http", "https")]
+
+
+def task_files(folder: Path) -> tuple[list[Path], list[str]]:
+    """The *.json files under `folder` that are regular files (symlinks to one included), and a line
+    for each other one saying why it was skipped. Only stat is called on those: never opened."""
+    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISDIR: "a folder"}
+    files, skipped = [], []
+    for path in sorted(folder.rglob("*.json")):
+        try:
+            mode = path.stat().st_mode
+        except OSError as e:
+            skipped.append(f"{path}: cannot read: {e.strerror}")
+            continue
+        if stat.S_ISREG(mode):
+            files.append(path)
+        else:
+            kind = next((name for test, name in kinds.items() if test(mode)), "not a file")
+            skipped.append(f"{path}: {kind}, not a regular file (not read)")
+    return files, skipped
 
 
 def cache_name(url: str) -> str:
@@ -77,25 +117,176 @@ class Cache:
         return size
 
 
-def download(url: str, timeout_s: float):
-    """A `fetch` for Cache.add: the URL's body streamed into the file; OSError (with why) on failure."""
-    def fetch(f) -> int:
-        request = urllib.request.Request(url, headers={"User-Agent": "computerrl-tasks-fetch"})
+def allowed_networks(hosts: list[str]) -> list[Network]:
+    """`--allow-host` values (addresses or networks: 192.168.1.20, 10.0.0.0/8); ValueError names a bad one."""
+    networks = []
+    for host in hosts:
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as reply:
-                total, announced = 0, reply.headers.get("Content-Length")
-                while chunk := reply.read(CHUNK):
-                    f.write(chunk)
-                    total += len(chunk)
-                if announced is not None and announced.isdigit() and int(announced) != total:
-                    raise OSError(f"cut short: {total} of {announced} bytes")
-                return total
-        except urllib.error.HTTPError as e:
-            raise OSError(f"HTTP {e.code} {e.reason}") from None
-        except urllib.error.URLError as e:
-            raise OSError(str(e.reason)) from None
-        except TimeoutError:
-            raise OSError(f"no answer within {timeout_s:.0f} s") from None
-        except (http.client.HTTPException, ValueError) as e:  # a malformed URL or reply: that URL's problem
-            raise OSError(f"{type(e).__name__}: {e}") from None
+            networks.append(ipaddress.ip_network(host, strict=False))
+        except ValueError:
+            raise ValueError(f"takes IP addresses or networks (e.g. 192.168.1.20, 10.0.0.0/8), not {host!r}") from None
+    return networks
+
+
+NOT_PUBLIC = {"unspecified": "the unspecified address", "loopback": "a loopback address",
+              "link_local": "a link-local address", "site_local": "a site-local address",
+              "multicast": "a multicast address", "reserved": "a reserved address", "private": "a private address"}
+
+
+def not_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Why a download may not go to `ip` (e.g. "a loopback address"), or None for a public address."""
+    for kind, why in NOT_PUBLIC.items():
+        if getattr(ip, f"is_{kind}", False):  # IPv4 has no site-local
+            return why
+    return None if ip.is_global else "not a public address"  # e.g. 100.64.0.0/10, carrier NAT
+
+
+def resolve(host: str, port: int, allow: list[Network]) -> tuple[int, tuple]:
+    """(family, socket address) to connect to for `host`; OSError when any address it resolves to is
+    neither public nor allowed (one bad answer is enough to distrust the name)."""
+    try:
+        answers = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise OSError(f"cannot resolve {host}: {e.strerror}") from None
+    for _family, _type, _proto, _name, sockaddr in answers:
+        ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
+        if ip.version == 6 and ip.ipv4_mapped:  # ::ffff:127.0.0.1 is 127.0.0.1
+            ip = ip.ipv4_mapped
+        if any(ip in net for net in allow):
+            continue
+        if why := not_public(ip):
+            shown = host if host == str(ip) else f"{host} ({ip})"
+            raise OSError(f"refused: {shown} is {why} (only public addresses, unless given with --allow-host)")
+    return answers[0][0], answers[0][4]
+
+
+class Deadline:
+    """One time limit for everything a URL takes (every hop, header and byte): when it passes, the
+    socket in use is shut down, which ends a read however slowly the server trickles its bytes."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.expired = threading.Event()
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def error(self) -> OSError:
+        return OSError(f"not done within {self.seconds:g} s (the whole download, redirects included)")
+
+    def left(self) -> float:
+        """Seconds left; the deadline's OSError once there are none."""
+        left = self.end - time.monotonic()
+        if left <= 0 or self.expired.is_set():
+            raise self.error()
+        return left
+
+    def watch(self, sock: socket.socket | None) -> None:
+        """Shut `sock` down at the deadline. A duplicate is kept: shutting it down ends the connection
+        even after TLS has taken the original socket over."""
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+            self._sock = sock.dup() if sock is not None else None
+
+    def _expire(self) -> None:
+        self.expired.set()
+        with self._lock:
+            if self._sock is not None:
+                try:
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed by the other side
+
+    def close(self) -> None:
+        self._timer.cancel()
+        self.watch(None)
+
+
+def _open(url: str, deadline: Deadline, allow: list[Network]) -> http.client.HTTPConnection:
+    """A connection to `url`'s host, made to the address `resolve` checked (a 2nd lookup could differ)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise OSError(f"refused: {parts.scheme}:// (only http and https)")
+    if not parts.hostname:
+        raise OSError("refused: no host in the URL")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    family, sockaddr = resolve(parts.hostname, port, allow)
+
+    def connect(_address, _timeout, _source):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            deadline.watch(sock)
+            sock.settimeout(deadline.left())
+            sock.connect(sockaddr)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, port, context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, port)
+    conn._create_connection = connect  # the hook http.client keeps for this; TLS still checks the host name
+    return conn
+
+
+def _get(url: str, f, deadline: Deadline, max_bytes: int, allow: list[Network]) -> int:
+    """`url`'s body written to `f`, following redirects, each hop checked as the first; its size."""
+    for hop in range(MAX_REDIRECTS + 1):
+        try:
+            conn = _open(url, deadline, allow)
+        except (OSError, ValueError) as e:  # ValueError: a bad port
+            if hop:
+                raise OSError(f"redirected to {url}: {e}") from None
+            raise
+        try:
+            target = urlsplit(url)
+            conn.request("GET", (target.path or "/") + (f"?{target.query}" if target.query else ""),
+                         headers={"User-Agent": "computerrl-tasks-fetch"})
+            reply = conn.getresponse()
+            if reply.status in REDIRECTS:
+                if not (location := reply.getheader("Location")):
+                    raise OSError(f"HTTP {reply.status} without a Location")
+                url = urljoin(url, location)
+                continue
+            if reply.status != 200:
+                raise OSError(f"HTTP {reply.status} {reply.reason}")
+            announced = reply.getheader("Content-Length")
+            if announced is not None and announced.isdigit() and int(announced) > max_bytes:
+                raise OSError(f"refused: {int(announced):,} bytes, over the {max_bytes:,}-byte cap (--max-mb)")
+            total = 0
+            while chunk := reply.read(CHUNK):
+                deadline.left()
+                total += len(chunk)
+                if total > max_bytes:
+                    raise OSError(f"refused: over the {max_bytes:,}-byte cap (--max-mb)")
+                f.write(chunk)
+            deadline.left()  # a shut-down socket reads as the end: not a whole file
+            if announced is not None and announced.isdigit() and int(announced) != total:
+                raise OSError(f"cut short: {total} of {announced} bytes")
+            return total
+        finally:
+            deadline.watch(None)
+            conn.close()
+    raise OSError(f"more than {MAX_REDIRECTS} redirects")
+
+
+def download(url: str, *, timeout_s: float, max_bytes: int, allow: Sequence[Network] = ()):
+    """A `fetch` for Cache.add: the URL's body streamed into the file, under the rules in the module's
+    docstring; OSError (with why) on failure."""
+    def fetch(f) -> int:
+        deadline = Deadline(timeout_s)
+        try:
+            return _get(url, f, deadline, max_bytes, list(allow))
+        except (OSError, http.client.HTTPException, ValueError) as e:  # a malformed URL or reply: that URL's problem
+            if deadline.expired.is_set() or isinstance(e, TimeoutError):  # socket timeouts are the deadline's
+                raise deadline.error() from None
+            raise OSError(str(e) if type(e) is OSError else f"{type(e).__name__}: {e}") from None
+        finally:
+            deadline.close()
     return fetch
