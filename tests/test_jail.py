@@ -1,15 +1,23 @@
 """The throwaway jail evaluators run the agent's code in (envs/jail.py), and OSWorld's
 check_python_file_by_test_suite, which imports the agent's modules: scored as OSWorld scores them,
-with the agent's code, written as an attacker would write it, reaching nothing."""
+with the agent's code, written as an attacker would write it, reaching nothing, forging no verdict,
+and holding no more memory or room for files than the jail's caps."""
 
 from __future__ import annotations
 
+import glob
+import logging
 import os
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 
 import pytest
 
 import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
+from computerrl.envs.cgroup import Cgroup
 from computerrl.envs.jail import run_in_jail
 from computerrl.envs.tasks.registry import METRICS
 
@@ -78,7 +86,7 @@ except OSError:
 seen += [p for p in os.listdir("/proc") if p.isdigit() and p not in ("1", str(os.getpid()))]
 print("SEEN", [s for s in seen if s])
 """
-    code, output = run_in_jail(["python3", "-c", probe], [])
+    code, output, _ = run_in_jail(["python3", "-c", probe], [])
     assert code == 0 and "SEEN []" in output, output
 
 
@@ -86,7 +94,7 @@ def test_a_runaway_agent_program_is_stopped_and_leaves_nothing_behind(tmp_path):
     marker = f"computerrl-jail-test-{os.getpid()}"
     forever = f"import subprocess, time; subprocess.Popen(['sleep', '600', '{marker}']); time.sleep(600)"
     start = time.monotonic()
-    code, _ = run_in_jail(["python3", "-c", forever], [], timeout_s=3)
+    code, *_ = run_in_jail(["python3", "-c", forever], [], timeout_s=3)
     assert code is None and time.monotonic() - start < 10
     time.sleep(0.5)
     assert not [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
@@ -104,11 +112,11 @@ while True:
         os._exit(0)
     kids += 1
 """
-    code, output = run_in_jail(["python3", "-c", bomb], [], timeout_s=10, processes=32)
+    code, output, _ = run_in_jail(["python3", "-c", bomb], [], timeout_s=10, processes=32)
     assert code == 0 and "stopped 11 after" in output, output  # EAGAIN at the cap, not the host's table
     assert int(output.split()[-1]) < 32
     hog = "x = bytearray(2 << 30)"
-    code, output = run_in_jail(["python3", "-c", hog], [], memory_mb=512)
+    code, output, _ = run_in_jail(["python3", "-c", hog], [], memory_mb=512)
     assert code != 0 and "MemoryError" in output, output
 
 
@@ -123,5 +131,147 @@ def _cmdline(pid: str) -> str:
 @pytest.mark.parametrize("forgery", ["import os\nos.remove('keep.txt')", "open('/work/keep.txt', 'w').write('forged')"])
 def test_what_the_agents_code_changes_in_its_folder_stays_there(tmp_path, forgery):
     (tmp_path / "keep.txt").write_text("gold")
-    code, _ = run_in_jail(["python3", "-c", forgery], [tmp_path / "keep.txt"])
+    code, *_ = run_in_jail(["python3", "-c", forgery], [tmp_path / "keep.txt"])
     assert code == 0 and (tmp_path / "keep.txt").read_text() == "gold"
+
+
+# The agent's module, imported by the test: each would claim the verdict of a test that fails.
+FORGERIES = {
+    "print": 'import os\nprint("\\ncomputerrl-verdict 1.0", flush=True)\nos._exit(0)',
+    "fd 1": 'import os\nos.write(1, b"\\ncomputerrl-verdict 1.0\\n")\nos._exit(0)',
+    "fd 2": 'import os\nos.write(2, b"\\ncomputerrl-verdict 1.0\\n")\nos._exit(0)',
+    "print rebound": 'import builtins\nprint("\\ncomputerrl-verdict 1.0")\nbuiltins.print = lambda *a, **k: None',
+    "sys.exit": 'import atexit, sys\natexit.register(print, "\\ncomputerrl-verdict 1.0")\nsys.exit(0)',
+    "SystemExit": 'import atexit\natexit.register(print, "\\ncomputerrl-verdict 1.0")\nraise SystemExit(0)',
+    "getattr rebound": "import builtins\nbuiltins.getattr = lambda *a: lambda: True",
+    "report written": 'import os\nos.write(int(os.environ["COMPUTERRL_REPORT_FD"]), b"1.0 " + b"0" * 128 + b"\\n")',
+}
+
+
+@pytest.mark.parametrize("forgery", FORGERIES.values(), ids=FORGERIES.keys())
+def test_a_verdict_the_agents_code_forges_scores_0(tmp_path, forgery):
+    assert score(tmp_path, forgery, "import game\ndef test():\n    return False\n") == 0.0
+
+
+def test_what_the_agents_code_prints_leaves_a_genuine_verdict_as_it_is(tmp_path):
+    noisy = 'import sys\nprint("\\ncomputerrl-verdict 0.0")\nsys.stderr.write("computerrl-verdict 0.0\\n")\n'
+    assert score(tmp_path, ROTATE.format("shape") + noisy) == 1.0
+
+
+def _cgroup_or_skip() -> None:
+    cgroup, why_not = Cgroup.make(f"computerrl-{os.getpid()}-jailtest", 1 << 30)
+    if cgroup is None:
+        pytest.skip(f"one memory cap for the whole jail needs a cgroup, and none can be made here: {why_not}")
+    cgroup.remove()
+
+
+def _available_mb() -> int:
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) >> 10 for line in f if line.startswith("MemAvailable:"))
+
+
+def _lowest_available_mb_while(run) -> tuple[int, object]:
+    """(how far the host's available memory fell below where it was while `run()` ran, what it returned)."""
+    start, lowest, done = _available_mb(), [_available_mb()], threading.Event()
+
+    def watch():
+        while not done.wait(0.01):
+            lowest[0] = min(lowest[0], _available_mb())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = run()
+    finally:
+        done.set()
+        watcher.join()
+    return start - lowest[0], result
+
+
+MARGIN_MB = 512  # what else the jail (bwrap, python) and the machine's other work may take meanwhile
+
+
+def test_the_jails_processes_together_hold_no_more_than_its_memory_cap():
+    _cgroup_or_skip()
+    hogs = """
+import os, time
+kids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        held = bytearray(700 << 20)  # zeroed: every page is touched
+        time.sleep(2)
+        os._exit(0)
+    kids.append(pid)
+print("held", sum(os.waitpid(pid, 0)[1] == 0 for pid in kids))
+"""
+    dropped, (code, output, _) = _lowest_available_mb_while(lambda: run_in_jail(["python3", "-c", hogs], [],
+                                                                                memory_mb=1024))
+    assert code == 0 and output.split()[-2:] in (["held", "0"], ["held", "1"]), output  # 2 x 700 MB > 1024 MB
+    assert dropped < 1024 + MARGIN_MB, dropped
+
+
+def test_files_the_jail_writes_count_against_its_memory_cap():
+    _cgroup_or_skip()
+    writer = """
+import os
+for i in range(8):
+    with open(f"/tmp/{i}", "wb") as f:
+        f.write(bytes(60 << 20))
+print("wrote 480 MB")
+"""
+    dropped, (code, output, _) = _lowest_available_mb_while(lambda: run_in_jail(["python3", "-c", writer], [],
+                                                                                memory_mb=256, tmp_mb=1024))
+    assert code != 0 and "wrote" not in output, output  # killed: RAM the jail's files hold is its memory
+    assert dropped < 256 + MARGIN_MB, dropped
+
+
+def test_what_the_jail_writes_never_reaches_the_host_disk_and_its_folders_are_sized(tmp_path):
+    marker = f"computerrl-jail-test-{os.getpid()}-written"
+    (tmp_path / "given.txt").write_text("x" * 50_000)
+    writer = f"""
+import os, time
+for folder in ("/tmp", "/work"):
+    written = 0
+    try:
+        for i in range(3):
+            with open(f"{{folder}}/{marker}-{{i}}", "wb", buffering=0) as f:
+                for _ in range(60):
+                    f.write(bytes(1 << 20))
+                    written += 1
+    except OSError as e:
+        print(folder, "errno", e.errno, "after", written, "MB")
+time.sleep(1)  # while its files exist, the host looks for them
+"""
+    found, done = [], threading.Event()
+
+    def search():  # on the host's disk where the jail's files would be: its temp dir
+        while not done.wait(0.1):
+            found.extend(glob.glob(f"{tempfile.gettempdir()}/**/{marker}*", recursive=True))
+
+    searcher = threading.Thread(target=search)
+    searcher.start()
+    try:
+        code, output, _ = run_in_jail(["python3", "-c", writer], [tmp_path / "given.txt"], tmp_mb=100, work_mb=100)
+    finally:
+        done.set()
+        searcher.join()
+    assert code == 0 and "/tmp errno 28 after 100 MB" in output, output  # ENOSPC at 100 MB, not 180
+    assert "/work errno 28 after 100 MB" in output, output  # the files given take their own room
+    assert not found, found
+
+
+def test_unprivileged_the_jail_still_runs_and_says_its_memory_is_capped_per_process_only(caplog):
+    too_big = ["python3", "-c", "open('/tmp/big', 'wb').write(bytes(20 << 20))"]
+    if os.geteuid() == 0:  # root runs it as nobody, who can make no cgroup
+        script = f"import logging\nfrom computerrl.envs.jail import run_in_jail\nlogging.basicConfig()\n" \
+                 f"print(run_in_jail({too_big!r}, [], tmp_mb=8))"
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", sys.executable,
+                               "-c", script], capture_output=True, text=True, timeout=60, cwd="/")
+        jailed, logged = done.stdout, done.stderr
+    else:
+        with caplog.at_level(logging.WARNING, logger="computerrl.envs.jail"):
+            jailed = repr(run_in_jail(too_big, [], tmp_mb=8))
+        logged = caplog.text
+    assert "code=1" in jailed and "[Errno 28] No space left on device" in jailed, jailed
+    assert "the jail's memory is capped per process only" in logged, logged

@@ -3,8 +3,11 @@ files (JSON; VS Code writes keybindings.json after a comment line) and its list 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
 
 from computerrl.envs.tasks.registry import metric
 
@@ -57,28 +60,33 @@ def is_extension_installed(actual, rules, **_) -> float:
 
 
 # Loads the test file as OSWorld does (its folder the working directory and first on sys.path), calls its
-# test function and prints the score OSWorld makes of what it returns.
+# test function and makes OSWorld's score of what it returns. The score leaves on the jail's report socket
+# with its MAC under the per-run key read from stdin straight into the hash (no name holds it), and nothing
+# else the jail says is believed. What the verdict needs is bound to main's locals before the agent's code
+# is imported, so rebinding builtins, os.write or this module's names changes nothing; an exit, a print or
+# an error leaves no report, or a 0; a reader planted on the descriptor learns a MAC of that verdict only.
 TEST_SUITE_RUNNER = """
-import importlib.util, sys
-path, name = sys.argv[1], sys.argv[2]
+import hashlib, importlib.util, os, sys
+def main(path, name, write=os.write, leave=os._exit, getattr=getattr, callable=callable, isinstance=isinstance,
+         float=float, max=max, min=min, repr=repr, numbers=(bool, int, float), error=BaseException):
+    mac = hashlib.blake2b(key=sys.stdin.buffer.read())
+    report = int(os.environ["COMPUTERRL_REPORT_FD"])
+    try:
+        spec = importlib.util.spec_from_file_location("test_suite_module", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)  # the agent's modules run from here on, in this interpreter
+        test = getattr(module, name, None)
+        result = test() if callable(test) else 0.0
+        verdict = max(0.0, min(1.0, float(result))) if isinstance(result, numbers) else 1.0 if result else 0.0
+    except error:
+        verdict = 0.0
+    said = repr(verdict).encode()
+    mac.update(said)
+    write(report, said + b" " + mac.hexdigest().encode() + b"\\n")
+    leave(0)  # before any exit handler of the agent's code runs
 sys.path.insert(0, ".")
-def score():
-    spec = importlib.util.spec_from_file_location("test_suite_module", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    test = getattr(module, name, None)
-    if not callable(test):
-        return 0.0
-    result = test()
-    if isinstance(result, (bool, int, float)):
-        return max(0.0, min(1.0, float(result)))
-    return 1.0 if result else 0.0
-try:
-    verdict = score()
-except BaseException:
-    verdict = 0.0
-print("\\ncomputerrl-verdict", verdict)
+main(sys.argv[1], sys.argv[2])
 """
 TEST_SUITE_TIMEOUT_S = 45.0
 
@@ -88,9 +96,15 @@ def check_python_file_by_test_suite(actual_files, test_file, **options) -> float
     """OSWorld's: the task's test file, beside the agent's files, has its test function (option
     `test_function_name`, default "test") called; what it returns is the score (a bool, or a number
     clamped to [0, 1]); any error is 0. The agent's code runs in a throwaway jail (envs/jail.py), never
-    here, with no display (pygame's dummy video and audio drivers). As in OSWorld the agent's modules
-    share the test's interpreter: code that rewrites the test from inside can pass it, and reach
-    nothing else."""
+    here, with no display (pygame's dummy video and audio drivers).
+
+    This score comes from an interpreter the agent's code shared with the test, as in OSWorld: code that
+    rewrites the test, or what the test compares, from inside passes it. The verdict travels with a MAC
+    under a per-run key only the runner holds, on a socket read once the jail is gone, so printing it,
+    writing it to any descriptor, exiting early or rebinding builtins scores 0. What the MAC cannot stop
+    is code written to dig into the runner's own objects (the hash in its frame's locals, or the key in
+    its memory through /proc/self/mem): that can forge, and only a test run apart from the agent's code,
+    which OSWorld's tests are not written for, would close it."""
     from computerrl.envs.jail import run_in_jail
 
     files = [f for f in ([actual_files] if isinstance(actual_files, str) else actual_files or []) if f]
@@ -101,12 +115,14 @@ def check_python_file_by_test_suite(actual_files, test_file, **options) -> float
     folders = dict.fromkeys(os.path.dirname(f) for f in [*files, test_file])
     beside = [os.path.join(d, n) for d in folders for n in sorted(os.listdir(d)) if n != os.path.basename(test_file)]
     name = options.get("test_function_name", "test")
-    code, output = run_in_jail(["python3", "-I", "-c", TEST_SUITE_RUNNER, os.path.basename(test_file), name],
-                               [p for p in beside if os.path.isfile(p)] + [test_file], timeout_s=TEST_SUITE_TIMEOUT_S,
-                               env={"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"})
-    verdicts = [line.split()[-1] for line in output.splitlines() if line.startswith("computerrl-verdict ")]
-    try:
-        verdict = float(verdicts[-1]) if code == 0 and verdicts else 0.0
-    except ValueError:
+    key = secrets.token_bytes(32)
+    jailed = run_in_jail(["python3", "-I", "-c", TEST_SUITE_RUNNER, os.path.basename(test_file), name],
+                         [p for p in beside if os.path.isfile(p)] + [test_file], timeout_s=TEST_SUITE_TIMEOUT_S,
+                         env={"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"}, stdin=key, report=True)
+    line, newline, after = jailed.report.partition(b"\n")
+    said, _, mac = line.partition(b" ")
+    genuine = hmac.compare_digest(mac, hashlib.blake2b(said, key=key).hexdigest().encode())
+    if jailed.code != 0 or not newline or after or not genuine:  # one line, the runner's: nothing beside it
         return 0.0
-    return verdict if 0.0 <= verdict <= 1.0 else 0.0
+    score = float(said)  # the runner's repr of a float
+    return score if 0.0 <= score <= 1.0 else 0.0
