@@ -10,6 +10,7 @@ neither cgroup v1's memory controller nor v2's is writable, `make` says why and 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 CGROUP = Path("/sys/fs/cgroup")
 
 
+@functools.cache  # as we started: a server that joined a cgroup of its own makes its desktops' beside it
 def _own(controller: str) -> str:
     """Our cgroup in the v1 hierarchy of `controller` ("" for v2's unified one)."""
     for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -77,6 +79,10 @@ class Cgroup:
         with contextlib.suppress(OSError):  # no swap accounting: nothing to cap
             (path / "memory.swap.max").write_text("0")
         return cls(path)
+
+    def join(self) -> None:
+        """Move this process (and what it starts from now on) into the cgroup."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
     def wrap(self, argv: list[str]) -> list[str]:
         """`argv` started inside this cgroup: a shell joins it, then becomes the command."""

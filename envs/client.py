@@ -140,6 +140,8 @@ class DesktopEnv:
         if score is not None and score.configured:
             reward = info["score"] = score.score
             info["score_detail"] = score.detail
+            if score.agent_code:  # the evaluation ran a file the agent can rewrite: its score is the agent's word
+                info["agent_code"] = score.agent_code
             if score.evaluator_error:  # not the agent's doing: the episode is left out
                 info["evaluator_error"] = score.evaluator_error
         return self._last_obs, reward, r.done, truncated, info

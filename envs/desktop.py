@@ -250,6 +250,8 @@ class Desktop:
             return f"xvfb exited with code {self._xvfb.returncode}"
         if self.sandbox is None or not self.sandbox.alive():
             return "the sandbox is gone"
+        if self.office is not None and self.office.problem:  # reaching it again would meet the same wall
+            return self.office.problem
         watched = dict(self._services)
         if self.office is not None and self.office.proc is not None:
             watched["soffice"] = self.office.proc
@@ -266,6 +268,14 @@ class Desktop:
                 proc.returncode = exited[proc.pid]
                 return f"{name} exited with code {proc.returncode}"
         return ""
+
+    def kill(self) -> None:
+        """End every process of the desktop at once, from any thread: a call blocked on one of them (an
+        office, a bus, the X server) then fails at once. `close()` still tidies up after."""
+        if self.sandbox is not None:
+            self.sandbox.kill()
+        if self._xvfb is not None:
+            self._xvfb.kill()
 
     def close(self) -> None:
         """Stop every process of the desktop; safe to call twice."""

@@ -12,6 +12,13 @@ The UNO pipe is a socket in the sandbox's /tmp, whose name is new at every start
 reaches it through the sandbox's root without following any link (`Sandbox.open_socket`); UNO
 derives a pipe's path from its name (`/tmp/OSL_PIPE_<uid>_<name>`), so the server dials it
 through a symbolic link of a random name, to that descriptor, that lives only while it connects.
+
+The agent can read that name in soffice's command line and bind the path first. So before any
+byte goes to the pipe, the kernel says who listens on it (`Sandbox.listener`): only the soffice.bin
+started here is believed. Any other listener, or an office that does not answer within the
+deadline (connecting is a remote call too, and the agent can stop soffice), makes the office
+unreachable: `problem` says why, the desktop reports it as its health, and the server rebuilds it,
+which ends the episode as a failure.
 """
 
 from __future__ import annotations
@@ -72,6 +79,10 @@ class _RestartRequested(Exception):
     pass
 
 
+class OfficeUnreachable(RuntimeError):
+    """The office cannot be reached over UNO: its pipe is held by another process, or it does not answer."""
+
+
 class Office:
     """The desktop's soffice.bin and a UNO connection to it."""
 
@@ -82,8 +93,10 @@ class Office:
         self.temp = env["TMPDIR"]
         self.pipe_name = ""  # new at every start
         self.proc = None  # SandboxProcess of soffice.bin
+        self.started = 0  # soffice.bin's start time (clock ticks): with its pid, the process itself
         self.context = None  # the office's UNO component context
         self._desktop = None  # com.sun.star.frame.Desktop proxy
+        self.problem = ""  # why the office cannot be reached ("" = no known problem); the desktop is then broken
 
     @property
     def pipe_path(self) -> str:
@@ -114,6 +127,7 @@ class Office:
              f"-env:UserInstallation=file://{self.profile}",
              f"--accept=pipe,name={self.pipe_name};urp;StarOffice.ComponentContext"], env=self.env, log=self.log)
         try:
+            self.started = self.sandbox.pids().get(self.proc.pid, 0)  # 0: already gone (poll says so)
             self._connect(timeout_s)
         except BaseException:
             self.stop()  # an office we cannot reach is no office: the next use starts another
@@ -121,15 +135,12 @@ class Office:
 
     def _connect(self, timeout_s: float) -> None:
         import uno
-        from com.sun.star.connection import NoConnectException
 
         from computerrl.envs.sandbox import SandboxError
 
         local = uno.getComponentContext()
         resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
         deadline = time.monotonic() + timeout_s
-        alias = f"computerrl-{secrets.token_hex(12)}"
-        link = Path(f"/tmp/OSL_PIPE_{os.getuid()}_{alias}")  # where UNO looks for a pipe of that name
         while True:
             code = self.proc.poll()  # once: a second look could see an exit the first did not
             if code == RESTART_EXIT_CODE:
@@ -141,23 +152,71 @@ class Office:
             except FileNotFoundError:
                 fd = -1  # not listening yet
             except SandboxError as e:
-                raise RuntimeError(f"the office's pipe was replaced, by something that is not its socket: {e}") from None
+                self._unreachable(f"its pipe was replaced by something that is not a socket of the desktop's: {e}")
             if fd >= 0:
                 try:
-                    link.symlink_to(f"/proc/{os.getpid()}/fd/{fd}")
-                    ctx = resolver.resolve(f"uno:pipe,name={alias};urp;StarOffice.ComponentContext")
-                    break
-                except NoConnectException:
-                    pass
+                    if self._listens(fd) and self._resolve(resolver, fd, deadline):
+                        return
                 finally:
-                    link.unlink(missing_ok=True)
                     os.close(fd)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"soffice did not accept UNO connections within {timeout_s:.0f} s")
+                self._unreachable(f"soffice did not accept UNO connections within {timeout_s:.0f} s")
             time.sleep(0.1)
-        self.context = ctx
-        self._desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
-        self._async = ctx.ServiceManager.createInstanceWithContext("com.sun.star.awt.AsyncCallback", ctx)
+
+    def _listens(self, fd: int) -> bool:
+        """Whether our soffice.bin listens on the pipe `fd`: False while nobody does yet; a stranger there
+        (the agent's program bound the path first, or in its place) makes the office unreachable."""
+        from computerrl.envs.sandbox import SandboxError
+
+        try:
+            who = self.sandbox.listener(fd)
+        except SandboxError:
+            return False  # bound but not listening yet, or the listener already gone: look again
+        if who != (self.proc.pid, self.started):
+            self._unreachable(f"its pipe {self.pipe_path} is held by another process (pid {who[0]} of the "
+                              f"desktop, not soffice's {self.proc.pid})")
+        return True
+
+    def _resolve(self, resolver, fd: int, deadline: float) -> bool:
+        """Connect over the pipe `fd`, on a thread of its own: a remote call that outlives the deadline
+        kills soffice (the bridge then ends) and makes the office unreachable. False: not accepting yet."""
+        from com.sun.star.connection import NoConnectException
+
+        alias = f"computerrl-{secrets.token_hex(12)}"
+        link = Path(f"/tmp/OSL_PIPE_{os.getuid()}_{alias}")  # where UNO looks for a pipe of that name
+        link.symlink_to(f"/proc/{os.getpid()}/fd/{fd}")
+        done: dict = {}
+
+        def connect() -> None:
+            try:
+                ctx = resolver.resolve(f"uno:pipe,name={alias};urp;StarOffice.ComponentContext")
+                make = ctx.ServiceManager.createInstanceWithContext
+                done["office"] = ctx, make("com.sun.star.frame.Desktop", ctx), \
+                    make("com.sun.star.awt.AsyncCallback", ctx)
+            except NoConnectException:
+                done["office"] = None
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                done["error"] = e
+
+        worker = threading.Thread(target=connect, daemon=True, name="uno-connect")
+        try:
+            worker.start()
+            worker.join(max(0.0, deadline - time.monotonic()) + 1.0)
+        finally:
+            link.unlink(missing_ok=True)
+        if worker.is_alive():
+            self.proc.kill()
+            self._unreachable("soffice took its UNO connection but did not answer in time; killed it")
+        if "error" in done:
+            self._unreachable(f"its UNO connection failed: {type(done['error']).__name__}: {done['error']}")
+        if done["office"] is None:
+            return False
+        self.context, self._desktop, self._async = done["office"]
+        return True
+
+    def _unreachable(self, why: str):
+        self.problem = f"the office cannot be reached: {why}"
+        raise OfficeUnreachable(self.problem)
 
     @property
     def running(self) -> bool:

@@ -27,13 +27,16 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import select
 import shutil
 import socket
 import stat
+import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -58,8 +61,10 @@ GROUP = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"
 NOBODY = 65534
 REQUEST_TIMEOUT_S = 30.0
 MB = 1 << 20
+COPY_CHUNK = 4 * MB  # what `copy_out` holds in memory at once
 RUN_MB, VAR_MB = 64, 512  # the bus sockets; the office's profile, temp files and the logs
 SLIRP_DNS = "10.0.2.3"  # slirp4netns's resolver, inside a desktop with network
+SO_PEERPIDFD = 77  # Linux 6.5 (asm-generic/socket.h); Python 3.11 has no name for it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +154,7 @@ class Sandbox:
         self.pid = 0  # host pid of the sandbox's pid 1, the keeper: its root is the sandbox's file system
         self._slirp: subprocess.Popen | None = None
         self._lifeline = self._exit_w = -1  # write ends; closing them (or our death) ends the sandbox, its network
+        self._cutting = threading.Lock()
         self._sockets = {"keeper": self.root / "keeper.sock", "session": self.root / "session.sock"}
 
     def start(self, timeout_s: float = 20.0) -> "Sandbox":
@@ -211,7 +217,7 @@ class Sandbox:
         (dest / "bin" / "python").symlink_to("/usr/bin/python3")
 
     def _wait_answer(self, to: str, deadline: float) -> None:
-        req = {"op": "read", "path": "/", "limit": 0} if to == "keeper" else {"op": "pids"}
+        req = {"op": "ping"} if to == "keeper" else {"op": "pids"}
         while True:
             try:
                 self.request(req, to=to, timeout_s=2.0)
@@ -299,7 +305,7 @@ class Sandbox:
                 with unix_path(self._sockets[to]) as path:
                     s.connect(path)
                 s.sendall(json.dumps(req).encode() + b"\n")
-                while not chunks[-1].endswith(b"\n"):  # one line (files read come in it, base64: MBs)
+                while not chunks[-1].endswith(b"\n"):  # one line (a command's output: up to 2 MB)
                     data, passed, _, _ = socket.recv_fds(s, 1 << 20, 1)
                     got += passed
                     if not data:
@@ -375,10 +381,47 @@ class Sandbox:
         """Replace the folder `dest` with a copy of `source` (links copied as links), by the keeper."""
         self.request({"op": "copy", "from": source, "to": dest}, to="keeper")
 
+    def open(self, path: str):
+        """A file of the sandbox, open for reading as its user sees it (None when it is not a regular file):
+        the keeper opens it and hands over the descriptor, so a file of any size is read here in pieces."""
+        fds: list[int] = []
+        try:
+            missing = self.request({"op": "read", "path": path}, to="keeper", fds=fds).get("missing")
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        if missing or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            return None
+        return open(fds[0], "rb")
+
     def read(self, path: str, limit: int = -1) -> bytes | None:
-        """A file's bytes as the sandbox sees it (None when it is not a regular file)."""
-        r = self.request({"op": "read", "path": path, "limit": limit}, to="keeper")
-        return None if r.get("missing") else base64.b64decode(r["data"])
+        """A file's bytes as the sandbox sees it, at most `limit` of them (None when it is not a regular file)."""
+        f = self.open(path)
+        if f is None:
+            return None
+        with f:
+            return f.read(limit)
+
+    def copy_out(self, path: str, dest: Path, limit: int) -> int | None:
+        """Copy a file of the sandbox to `dest` on our side, a piece at a time; its size, None when it is
+        not a regular file. SandboxError (and no `dest`) when it holds more than `limit` bytes."""
+        f = self.open(path)
+        if f is None:
+            return None
+        size = 0
+        with f, open(dest, "wb") as out:
+            while chunk := f.read(min(COPY_CHUNK, limit + 1 - size)):
+                size += len(chunk)
+                if size > limit:
+                    break
+                out.write(chunk)
+        if size > limit:
+            dest.unlink()
+            raise SandboxError(f"{path} is larger than {limit >> 20} MB")
+        return size
 
     def open_socket(self, inside: str) -> int:
         """An O_PATH descriptor of the unix socket at `inside` (a sandbox path): connect to it as
@@ -406,15 +449,64 @@ class Sandbox:
                 os.close(fd)
             raise
 
+    @staticmethod
+    def listener(fd: int) -> tuple[int, int]:
+        """(pid as the desktop's session numbers it, start time) of the process that listens on the unix
+        socket `fd` (an `open_socket` descriptor), asked of the kernel, not of whoever answers: a
+        connection that is never accepted carries the listener's credentials from its first moment,
+        so nothing is sent to a stranger. SandboxError when it cannot be told (gone, not listening,
+        its queue full)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.setblocking(False)  # a squatter that lets its queue fill must not hang us here
+            try:
+                probe.connect(f"/proc/self/fd/{fd}")
+            except OSError as e:
+                raise SandboxError(f"nobody accepts on the socket: {e}") from None
+            try:  # a descriptor of that very process: a pid reused since cannot pass for it
+                pidfd = probe.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
+            except OSError as e:
+                if e.errno != errno.ENOPROTOOPT:  # the listener's maker is gone
+                    raise SandboxError(f"the socket's listener cannot be told: {e}") from None
+                pidfd = -1  # before Linux 6.5: the pid alone (a reuse would need the host's pids cycled)
+            try:
+                pid = _fdinfo_pid(pidfd) if pidfd >= 0 else \
+                    struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+                with open(f"/proc/{pid}/status") as f:
+                    nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+                with open(f"/proc/{pid}/stat") as f:
+                    start = int(f.read().rpartition(")")[2].split()[19])
+                if pidfd >= 0 and _fdinfo_pid(pidfd) != pid:
+                    raise OSError("it exited meanwhile")
+            except (OSError, StopIteration, ValueError, IndexError) as e:
+                raise SandboxError(f"the socket's listener cannot be told: {e}") from None
+            finally:
+                if pidfd >= 0:
+                    os.close(pidfd)
+        if len(nspid) != 3:  # this server's namespace, the sandbox's, the session's
+            raise SandboxError(f"the socket's listener (pid {pid}) is not a process of the desktop's session")
+        return int(nspid[-1]), start
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def _cut_lifelines(self) -> None:
+        """The keeper exits, bubblewrap's pid 1 too, the kernel kills the rest; slirp4netns exits.
+        Under a lock: `kill` may come from another thread, and a descriptor closed twice could be another's."""
+        with self._cutting:
+            for fd in (self._lifeline, self._exit_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._lifeline = self._exit_w = -1
+
+    def kill(self) -> None:
+        """End the sandbox and everything in it now, from any thread; `close` then waits for it."""
+        self._cut_lifelines()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
     def close(self) -> None:
         """End the sandbox, everything in it and its network; safe to call twice."""
-        for fd in (self._lifeline, self._exit_w):
-            if fd >= 0:  # the keeper exits, bubblewrap's pid 1 too, the kernel kills the rest; slirp4netns exits
-                os.close(fd)
-        self._lifeline = self._exit_w = -1
+        self._cut_lifelines()
         for proc in (self.proc, self._slirp):
             if proc is not None:
                 try:
@@ -425,6 +517,15 @@ class Sandbox:
         self._slirp = None
         for path in self._sockets.values():
             path.unlink(missing_ok=True)
+
+
+def _fdinfo_pid(pidfd: int) -> int:
+    """The pid a pidfd names, in our namespace (-1 once the process is gone)."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as f:
+        pid = int(next(line.split()[1] for line in f if line.startswith("Pid:")))
+    if pid <= 0:
+        raise OSError("it has exited")
+    return pid
 
 
 def _read_info(fd: int, log: Path) -> dict:

@@ -31,12 +31,13 @@ Both reap the orphans their namespace hands them. One JSON request per connectio
                                                                       pid must still have its start time)
     {"op": "wipe", "dirs": [...], "keep": [glob, ...], "skeleton": [...], "empty": [...]} -> {}   (keeper)
     {"op": "write", "path": ..., "data": base64, "mode": 420} -> {}             (keeper)
-    {"op": "read", "path": ..., "limit": n} -> {"data": base64} or {"missing": true}   (keeper)
+    {"op": "read", "path": ...} -> {} and, beside it, the file's descriptor, or {"missing": true}   (keeper)
     {"op": "copy", "from": ..., "to": ...} -> {}    (keeper: `to` replaced by a copy of the folder `from`)
     {"op": "ping"} -> {}                                                        (keeper)
-    {"op": "connect", "port": 1337, "program": "/usr/lib/chromium/chromium"} -> {} and, beside the reply,
-        a descriptor: a TCP connection to that port of the sandbox's own loopback (an app's control port,
-        e.g. Chromium's DevTools), accepted by a process of that program                 (keeper)
+    {"op": "connect", "port": 1337, "program": "/usr/lib/chromium/chromium", "environ": {...}, "argv_ends": [...],
+     "switches": {...}, "on_display": true} -> {} and, beside the reply, a descriptor: a TCP connection to that
+        port of the sandbox's own loopback (an app's control port, e.g. Chromium's DevTools), accepted by a
+        process of that program started as the desktop starts it (see `_listening_program`)      (keeper)
 
 The keeper's lifeline descriptor is the read end of a pipe whose write end only the env server
 holds: it reaches end-of-file when the server dies, however it dies. The keeper then exits, and
@@ -282,8 +283,7 @@ def read(req: dict) -> dict:
         os.close(fd)
         return {"missing": True}
     os.set_blocking(fd, True)
-    with open(fd, "rb") as f:
-        return {"data": base64.b64encode(f.read(req.get("limit", -1))).decode()}
+    return {"fd": fd}
 
 
 def copy(req: dict) -> dict:

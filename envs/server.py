@@ -19,6 +19,7 @@ within a time budget that keeps it inside the client's deadline.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import hmac
 import json
@@ -40,6 +41,7 @@ from computerrl.apis import generated
 from computerrl.apis.app_api import ApiError
 from computerrl.apis.parser import InvalidAction, parse_action
 from computerrl.envs.actions import ActionError, GuiActions
+from computerrl.envs.cgroup import Cgroup
 from computerrl.envs.desktop import Desktop, Observation, app_of
 from computerrl.envs.office import FACTORIES
 from computerrl.envs.sandbox import Limits
@@ -57,6 +59,9 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 RETRY_S = 10.0  # pause after a desktop failed to start, before the next try
 TEST_API_S = 60.0  # default time for a generated API's tests, all together
 SCREENSHOT_WAIT_S = 2.0  # how long a Screenshot waits for the call running on its desktop
+ANSWER_S = 15.0  # a call still running this long before the client's deadline has its desktop killed
+CALL_MIN_S, CALL_MAX_S = 20.0, 600.0  # bounds on how long a call may hold its desktop before that
+SERVER_MEMORY_MB = 4096  # the server's own process (`--server-memory-mb`); its desktops have caps of their own
 
 
 class Slot:
@@ -80,6 +85,8 @@ class Slot:
         self.step = self.steps = 0  # steps of the latest episode; steps served in all
         self.reset_s = self.step_s = 0.0  # how long the latest Reset and Step took
         self.last_error = ""  # the latest thing that went wrong here, for whoever watches the fleet
+        self.deadline = 0.0  # monotonic time by which the call holding the desktop must be over (0: no call)
+        self.overran = ""  # why the watchdog killed the desktop under the call in flight ("" = it did not)
 
     def build(self, network: bool | None = None) -> None:
         """(Re)build the desktop and check that it resets; on failure the slot stays empty with the
@@ -108,18 +115,28 @@ class Slot:
 
     def replace_if_dead(self) -> str:
         """Rebuild a dead (or never built) desktop; returns what was wrong. Caller holds the lock."""
-        why = self.desktop.health() if self.desktop is not None else self.problem
+        why = self.overran or (self.desktop.health() if self.desktop is not None else self.problem)
         self.health = why
         if why:
             self.replace(why)
         return why
 
+    def overrun(self) -> None:
+        """Called by the watchdog while a call holds the desktop: past its deadline, everything of the
+        desktop is killed, which ends whatever the call waits on (an office that does not answer, an app
+        the agent stopped…), so the call answers within its client's deadline: the episode is a failure,
+        never lost. What runs in a desktop is the agent's to break; the server's own loss alone aborts."""
+        if self.deadline and time.monotonic() > self.deadline and not self.overran and self.desktop is not None:
+            self.overran = self.health = "a call ran past its deadline; everything in the desktop was killed"
+            log.warning("desktop %d: %s", self.index, self.overran)
+            self.desktop.kill()
+
     def replace(self, why: str) -> None:
         """Rebuild the desktop, dead or not (one that failed a reset looks alive). Caller holds the lock."""
         if self.last_episode and not self.ended:  # also after Agent.exit: its Evaluate must not score a fresh desktop
             self.ended, self.episode = why, 0
-        if self.closing or time.monotonic() < self.retry_at:
-            return
+        if self.closing or time.monotonic() < self.retry_at or self.overran:
+            return  # (overran: the call answers now, within its client's deadline; the watchdog rebuilds)
         if self.desktop is not None:
             log.warning("desktop %d: %s; replacing it", self.index, why)
             self.last_error = f"rebuilt: {why}"
@@ -157,6 +174,20 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
         self.slots, self.settle_s, self.on_close = slots, settle_s, on_close
         self.started = time.monotonic()
 
+    @staticmethod
+    @contextlib.contextmanager
+    def _hold(slot: Slot, context):
+        """The desktop's lock for one call, with the deadline the watchdog holds it to (`Slot.overrun`):
+        the client's own less the time to answer, or CALL_MAX_S when the client set none."""
+        with slot.lock:
+            left = context.time_remaining()
+            budget = CALL_MAX_S if left is None else min(max(left - ANSWER_S, CALL_MIN_S), CALL_MAX_S)
+            slot.deadline, slot.overran = time.monotonic() + budget, ""
+            try:
+                yield
+            finally:
+                slot.deadline, slot.overran = 0.0, ""
+
     def _slot(self, index: int, context) -> Slot:
         if index >= len(self.slots):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no desktop {index}; this server has {len(self.slots)}")
@@ -181,7 +212,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     def Reset(self, request, context):
         slot = self._slot(request.desktop, context)
-        with slot.lock:
+        with self._hold(slot, context):
             start = time.perf_counter()
             self._ready(slot, context)
             task = self._task(request.task_json, context)
@@ -243,7 +274,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     def Step(self, request, context):
         slot = self._slot(request.desktop, context)
-        with slot.lock:
+        with self._hold(slot, context):
             start = time.perf_counter()
             self._ready(slot, context)
             if self._broke(slot, request.episode):
@@ -338,7 +369,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     def Evaluate(self, request, context):
         slot = self._slot(request.desktop, context)
-        with slot.lock:
+        with self._hold(slot, context):
             slot.replace_if_dead()
             if self._broke(slot, request.episode):
                 return self._broken_score(slot)
@@ -359,7 +390,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                     log.exception("desktop %d: evaluation failed", slot.index)
                 why = slot.replace_if_dead()
                 score, detail = 0.0, f"evaluation failed: {e}" + (f"; the desktop broke ({why})" if why else "")
-            return env_pb2.Score(score=score, configured=True, detail=detail)
+            return env_pb2.Score(score=score, configured=True, detail=detail,
+                                 agent_code="; ".join(slot.task.agent_code()))
 
     def Health(self, request, context):
         desktops = []
@@ -403,7 +435,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
 
     def TestApi(self, request, context):
         slot = self._slot(request.desktop, context)
-        with slot.lock:
+        with self._hold(slot, context):
             self._ready(slot, context)
             slot.episode = slot.last_episode = 0  # a test is no episode: whatever ran here is over
             slot.task = None
@@ -487,12 +519,14 @@ class EnvServer:
                 threading.Thread(target=self.stop, daemon=True).start()
                 return
             for slot in self.slots:
-                # A busy slot is skipped: the call holding it checks its desktop itself.
+                # A busy slot's call checks its desktop itself; it is only held to its deadline.
                 if not self.stopped.is_set() and slot.lock.acquire(blocking=False):
                     try:
                         slot.replace_if_dead()
                     finally:
                         slot.lock.release()
+                else:
+                    slot.overrun()
             self.stopped.wait(self.watchdog_s)
 
     def stop(self) -> None:
@@ -521,6 +555,17 @@ class EnvServer:
         self.done.wait()
 
 
+def cap_own_memory(mb: int) -> None:
+    """This process in a cgroup of its own, capped: whatever an agent makes the server hold (it reads
+    files in pieces, answers are bounded), the host's memory is not the server's to take. Its desktops
+    run in cgroups of their own (`Limits.memory_mb`)."""
+    cgroup, why_not = Cgroup.make(f"computerrl-{os.getpid()}-server", mb << 20)
+    if cgroup is None:
+        log.warning("this server's own memory is not capped (no writable cgroup: %s)", why_not)
+        return
+    cgroup.join()
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback)")
@@ -543,12 +588,17 @@ def main(argv: list[str] | None = None) -> None:
                    help="processes and threads each desktop's user may have")
     p.add_argument("--memory-mb", type=int, default=defaults.memory_mb,
                    help="memory cap of each desktop, its RAM folders included (a cgroup: needs root; 0 = none)")
+    p.add_argument("--server-memory-mb", type=int, default=SERVER_MEMORY_MB,
+                   help="memory cap of this server's own process, apart from its desktops' (a cgroup: needs root; "
+                        "0 = none)")
     p.add_argument("--apis", type=Path, action="append", default=[],
                    help="a `build-apis` folder: its APIs join the built-in ones (run inside each sandbox)")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started this server exits (backends pass it)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.server_memory_mb:
+        cap_own_memory(args.server_memory_mb)
     for folder in args.apis:
         log.info("generated APIs from %s: %s", folder, ", ".join(a.name for a in generated.load(folder)))
     server = EnvServer(host=args.host, port=args.port, desktops=args.desktops, workdir=args.workdir,

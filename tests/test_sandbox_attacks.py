@@ -3,7 +3,9 @@ agent's own actions only (a terminal, typed commands, programs it writes there),
 
 1. take over the keeper (copy its control socket, stop it, answer in its place) and forge a score;
 2. from a desktop with network, reach another desktop's display (or the env server);
-3. put a link in place of the office's pipe, so that the server, as root, connects elsewhere;
+3. put a link in place of the office's pipe, so that the server, as root, connects elsewhere; take the
+   pipe's path first and never answer; stop the office as it starts (each must end the episode as a
+   failure, in time, never as a lost one);
 4. fill the disk, fork without end, eat memory;
 5. leave files behind for the next episode, anywhere the desktop can write.
 And the desktop the agent wedges is rebuilt alone, the other desktops of its server carrying on.
@@ -255,6 +257,130 @@ def test_a_link_in_place_of_the_office_pipe_is_never_followed(two, env0, tmp_pat
     assert client.health().healthy
 
 
+SQUATTER = r'''
+import os, socket, threading, time
+# Read the office's pipe name off soffice's command line, take the path (first, or from soffice if late),
+# accept every connection and never answer a byte.
+taken = set()
+def hold(listener):
+    held = []
+    while True:
+        held.append(listener.accept()[0])
+while True:
+    for pid in os.listdir("/proc"):
+        try:
+            args = open(f"/proc/{pid}/cmdline").read().split("\0")
+        except OSError:
+            continue
+        for arg in args:
+            if arg.startswith("--accept=pipe,name=") and arg not in taken:
+                path = "/tmp/OSL_PIPE_1000_" + arg.split("name=")[1].split(";")[0]
+                s = socket.socket(socket.AF_UNIX)
+                try:
+                    s.bind(path)
+                except OSError:
+                    os.unlink(path)
+                    s.bind(path)
+                s.listen(64)
+                taken.add(arg)
+                print("took", path, flush=True)
+                threading.Thread(target=hold, args=(s,), daemon=True).start()
+    time.sleep(0.001)
+'''
+
+
+def test_an_office_pipe_the_agent_squats_ends_the_episode_as_a_failure_at_once(two, env0):
+    """The agent's program takes the office's pipe before soffice does and never answers: the server
+    sends it nothing, the episode fails at once (never lost past the client's deadline), and the desktop
+    is rebuilt with the squatter killed."""
+    srv, client = two
+    env0.reset()
+    agent_runs(env0, SQUATTER, "squat.log")
+    act(env0, "Agent.wait()")
+    before, started = srv.slots[0].replacements, time.monotonic()
+    _, reward, terminated, _, info = env0.step("```python\nAgent.open_app('calc')\n```")
+    assert time.monotonic() - started < 30, info
+    assert terminated and reward == 0.0 and not info["aborted"] and "as a failure" in info["exec_result"], info
+    assert "held by another process" in info["exec_result"], info
+    assert wait_healthy(client, 60) == "" and srv.slots[0].replacements == before + 1
+    env0.reset()  # a fresh desktop: the office answers again
+    act(env0, "Agent.open_app('calc')")
+    assert act(env0, "CalcTools.set_cell_value('A1', 'works')")[1]["exec_result"] == "Done"
+
+
+STOPPER = r'''
+import os, signal, time
+# Stop every soffice.bin as soon as it exists: it never answers, however long the server waits.
+while True:
+    for pid in os.listdir("/proc"):
+        try:
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "soffice.bin":
+                os.kill(int(pid), signal.SIGSTOP)
+        except OSError:
+            pass
+    time.sleep(0.005)
+'''
+
+
+def test_an_office_the_agent_stops_while_it_starts_fails_the_episode_before_the_clients_deadline(two, env0):
+    """Whatever a step waits on in the desktop, it answers before its client's deadline: past the deadline
+    less the time to answer, the desktop is killed, the episode fails and the desktop is rebuilt."""
+    srv, client = two
+    hasty = EnvClient(f"127.0.0.1:{srv.port}", timeout_s=40)
+    env = DesktopEnv(hasty, 0, max_steps=100)
+    try:
+        env.reset()
+        agent_runs(env, STOPPER, "stopper.log")
+        act(env, "Agent.wait()")
+        started = time.monotonic()
+        _, reward, terminated, _, info = env.step("```python\nAgent.open_app('calc')\n```")
+        assert time.monotonic() - started < 40, info
+        assert terminated and reward == 0.0 and not info["aborted"] and "as a failure" in info["exec_result"], info
+        assert "ran past its deadline" in info["exec_result"], info
+        assert wait_healthy(client, 60) == ""
+    finally:
+        env.close()
+        hasty.close()
+
+
+def peak_rss_mb_while(fn) -> float:
+    """How far this process's resident memory rose above where it stood while `fn` ran (the env server
+    here runs in the test's process)."""
+    def status(key: str) -> int:
+        with open("/proc/self/status") as f:
+            return int(next(line.split()[1] for line in f if line.startswith(key)))
+
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the peak starts again from now
+    before = status("VmRSS:")
+    fn()
+    return (status("VmHWM:") - before) / 1024
+
+
+def test_a_huge_file_the_agent_leaves_is_scored_without_the_server_holding_it(two, env0, tmp_path):
+    """Three vm_file reads of a 250 MB file the agent made: the server copies it out in pieces."""
+    from computerrl.envs.tasks.getters import vm_file
+    from computerrl.envs.tasks.setup import Budget
+
+    srv, client = two
+    env0.reset()
+    act(env0, "Agent.open_app('terminal')")
+    act(env0, "Agent.type(text='truncate -s 250M ~/big.bin', enter=True)")
+    desktop = srv.slots[0].desktop
+    assert wait_until(lambda: (home_of(desktop) / "big.bin").exists())
+    copies = []
+
+    def read_three():
+        for i in range(3):
+            copies.append(vm_file(desktop, {"path": "/home/user/big.bin", "dest": f"big{i}"}, tmp_path,
+                                  Budget.of(trusted=True)))
+
+    with srv.slots[0].lock:
+        grew = peak_rss_mb_while(read_three)
+    assert all(os.path.getsize(c) == 250 << 20 for c in copies)
+    assert grew < 64, f"the server's memory rose by {grew:.0f} MB while it copied"
+
+
 # 4 ------------------------------------------------------------------------------------------
 HOG = r'''
 import json, os, subprocess, sys
@@ -355,6 +481,61 @@ def test_a_wedged_desktop_is_rebuilt_alone_and_its_episode_fails(two, env0):
     act(env1, "CalcTools.set_cell_value('A1', 'unharmed')")
     assert srv.slots[1].replacements == other_before and wait_healthy(client, 60) == ""
     env1.close()
+
+
+# code the agent plants for an evaluation to run --------------------------------------------------
+PLANTER = r'''
+import os, sys
+site = os.path.expanduser(f"~/.local/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages")
+os.makedirs(site, exist_ok=True)
+with open(f"{site}/zz-forge.pth", "w") as f:  # runs at every Python start that reads the user site
+    f.write("import sys; print('FORGED mattn.lisp', flush=True)\n")
+for module in ("json", "pyautogui"):  # shadows the module for a Python run in the home folder
+    with open(os.path.expanduser(f"~/{module}.py"), "w") as f:
+        f.write("import pathlib; pathlib.Path.home().joinpath('forged.txt').write_text('FORGED'); print('FORGED')\n")
+print("planted", flush=True)
+'''
+
+
+def forged_task(result_command, postconfig=()) -> dict:
+    return {"id": "planted", "instruction": "x", "evaluator": {
+        "func": "check_include_exclude", "postconfig": list(postconfig),
+        "result": {"type": "vm_command_line", "command": result_command},
+        "expected": {"type": "rule", "rules": {"include": ["FORGED"], "exclude": []}}}}
+
+
+PYAUTOGUI_SAVE = {"type": "execute", "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 's');"]}}
+
+
+@pytest.mark.parametrize("task", [
+    forged_task(["python3", "-c", "import json; print('real')"]),  # the user site and the home folder's json.py
+    forged_task(["bash", "-c", "cat ~/forged.txt 2>/dev/null; echo real"], [PYAUTOGUI_SAVE]),  # OSWorld's postconfig
+], ids=["command-getter", "postconfig"])
+def test_code_the_agent_plants_in_its_home_does_not_run_in_the_evaluation(two, env0, task):
+    srv, client = two
+    env0.reset(options={"task": task})
+    agent_runs(env0, PLANTER, "planter.log")
+    read_output(srv.slots[0].desktop, "planter.log", "planted")
+    act(env0, "Agent.type(text='python3 -c pass > ~/session.txt', enter=True)")
+    # In its own session the planted code is live: the attack is real.
+    assert "FORGED" in read_output(srv.slots[0].desktop, "session.txt", "FORGED")
+    (home_of(srv.slots[0].desktop) / "forged.txt").unlink(missing_ok=True)  # what a run in the session left
+    _, reward, terminated, _, info = env0.step("```python\nAgent.exit(True)\n```")
+    assert terminated and reward == 0.0 and info["score"] == 0.0, info
+
+
+def test_vscodes_extension_list_is_not_the_agents_to_print(two, env0):
+    """`code --list-extensions` (envs/compat/bin/code, a Python program) in OSWorld's extension tasks."""
+    if not os.path.exists("/usr/lib/computerrl/code-server/node_modules/.bin/code-server"):
+        pytest.skip("VS Code (envs/install_code_server.sh) not installed")
+    srv, client = two
+    task = forged_task(["code", "--list-extensions", "|", "grep", "mattn.lisp"])
+    task["evaluator"]["expected"]["rules"]["include"] = ["mattn.lisp"]
+    env0.reset(options={"task": task})
+    agent_runs(env0, PLANTER, "planter.log")
+    read_output(srv.slots[0].desktop, "planter.log", "planted")
+    _, reward, terminated, _, info = env0.step("```python\nAgent.exit(True)\n```")
+    assert terminated and reward == 0.0, info  # nothing is installed
 
 
 # an evaluation that runs the agent's code -----------------------------------------------------

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tenv.proto\x12\x0e\x63omputerrl.env\"f\n\x0cResetRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x11\n\ttask_json\x18\x02 \x01(\t\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x12\n\nscreenshot\x18\x04 \x01(\x08\x12\x10\n\x08task_dir\x18\x05 \x01(\t\"S\n\x0bStepRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x12\n\nscreenshot\x18\x03 \x01(\x08\x12\x0f\n\x07\x65pisode\x18\x04 \x01(\x04\"A\n\x06Window\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0b\n\x03\x61pp\x18\x03 \x01(\t\x12\x0f\n\x07\x66ocused\x18\x04 \x01(\x08\"\xbf\x01\n\x0bObservation\x12\x12\n\nscreenshot\x18\x01 \x01(\x0c\x12\x11\n\ta11y_tree\x18\x02 \x01(\t\x12\'\n\x07windows\x18\x03 \x03(\x0b\x32\x16.computerrl.env.Window\x12\x13\n\x0b\x66ocused_app\x18\x04 \x01(\t\x12\x10\n\x08\x61pp_info\x18\x05 \x01(\t\x12\x13\n\x0blast_result\x18\x06 \x01(\t\x12\x0f\n\x07\x65pisode\x18\x07 \x01(\x04\x12\x13\n\x0bsetup_notes\x18\x08 \x03(\t\"\xb5\x01\n\nStepResult\x12\x30\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1b.computerrl.env.Observation\x12\x14\n\x0c\x61\x63tion_valid\x18\x02 \x01(\x08\x12\x13\n\x0b\x61\x63tion_json\x18\x03 \x01(\t\x12\x13\n\x0b\x65xec_result\x18\x04 \x01(\t\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\x12\x14\n\x0c\x65xit_success\x18\x06 \x01(\x08\x12\x11\n\telapsed_s\x18\x07 \x01(\x01\"3\n\x0f\x45valuateRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07\x65pisode\x18\x02 \x01(\x04\"S\n\x05Score\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x12\n\nconfigured\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x17\n\x0f\x65valuator_error\x18\x04 \x01(\t\"\x0f\n\rHealthRequest\"\xe1\x01\n\rDesktopHealth\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x12\x10\n\x08\x65pisodes\x18\x04 \x01(\x04\x12\x14\n\x0creplacements\x18\x05 \x01(\x04\x12\x0f\n\x07task_id\x18\x06 \x01(\t\x12\x0c\n\x04step\x18\x07 \x01(\r\x12\x12\n\nin_episode\x18\x08 \x01(\x08\x12\r\n\x05steps\x18\t \x01(\x04\x12\x0f\n\x07reset_s\x18\n \x01(\x01\x12\x0e\n\x06step_s\x18\x0b \x01(\x01\x12\x12\n\nlast_error\x18\x0c \x01(\t\"n\n\x0bHealthReply\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12/\n\x08\x64\x65sktops\x18\x02 \x03(\x0b\x32\x1d.computerrl.env.DesktopHealth\x12\x0b\n\x03pid\x18\x03 \x01(\r\x12\x10\n\x08uptime_s\x18\x04 \x01(\x01\"7\n\x11ScreenshotRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x11\n\tmax_width\x18\x02 \x01(\r\"\x1e\n\x0fScreenshotReply\x12\x0b\n\x03png\x18\x01 \x01(\x0c\".\n\x0eRebuildRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0b\n\x03why\x18\x02 \x01(\t\"^\n\x0eTestApiRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\r\n\x05tests\x18\x04 \x01(\t\x12\x11\n\ttimeout_s\x18\x05 \x01(\x01\"2\n\rTestApiResult\x12\x13\n\x0b\x61nswer_json\x18\x01 \x01(\t\x12\x0c\n\x04hung\x18\x02 \x01(\x08\"\x0e\n\x0c\x43loseRequest\"\x0c\n\nCloseReply2\xc4\x04\n\nEnvService\x12\x42\n\x05Reset\x12\x1c.computerrl.env.ResetRequest\x1a\x1b.computerrl.env.Observation\x12?\n\x04Step\x12\x1b.computerrl.env.StepRequest\x1a\x1a.computerrl.env.StepResult\x12\x42\n\x08\x45valuate\x12\x1f.computerrl.env.EvaluateRequest\x1a\x15.computerrl.env.Score\x12\x44\n\x06Health\x12\x1d.computerrl.env.HealthRequest\x1a\x1b.computerrl.env.HealthReply\x12H\n\x07Rebuild\x12\x1e.computerrl.env.RebuildRequest\x1a\x1d.computerrl.env.DesktopHealth\x12H\n\x07TestApi\x12\x1e.computerrl.env.TestApiRequest\x1a\x1d.computerrl.env.TestApiResult\x12P\n\nScreenshot\x12!.computerrl.env.ScreenshotRequest\x1a\x1f.computerrl.env.ScreenshotReply\x12\x41\n\x05\x43lose\x12\x1c.computerrl.env.CloseRequest\x1a\x1a.computerrl.env.CloseReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tenv.proto\x12\x0e\x63omputerrl.env\"f\n\x0cResetRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x11\n\ttask_json\x18\x02 \x01(\t\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x12\n\nscreenshot\x18\x04 \x01(\x08\x12\x10\n\x08task_dir\x18\x05 \x01(\t\"S\n\x0bStepRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x12\n\nscreenshot\x18\x03 \x01(\x08\x12\x0f\n\x07\x65pisode\x18\x04 \x01(\x04\"A\n\x06Window\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0b\n\x03\x61pp\x18\x03 \x01(\t\x12\x0f\n\x07\x66ocused\x18\x04 \x01(\x08\"\xbf\x01\n\x0bObservation\x12\x12\n\nscreenshot\x18\x01 \x01(\x0c\x12\x11\n\ta11y_tree\x18\x02 \x01(\t\x12\'\n\x07windows\x18\x03 \x03(\x0b\x32\x16.computerrl.env.Window\x12\x13\n\x0b\x66ocused_app\x18\x04 \x01(\t\x12\x10\n\x08\x61pp_info\x18\x05 \x01(\t\x12\x13\n\x0blast_result\x18\x06 \x01(\t\x12\x0f\n\x07\x65pisode\x18\x07 \x01(\x04\x12\x13\n\x0bsetup_notes\x18\x08 \x03(\t\"\xb5\x01\n\nStepResult\x12\x30\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1b.computerrl.env.Observation\x12\x14\n\x0c\x61\x63tion_valid\x18\x02 \x01(\x08\x12\x13\n\x0b\x61\x63tion_json\x18\x03 \x01(\t\x12\x13\n\x0b\x65xec_result\x18\x04 \x01(\t\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\x12\x14\n\x0c\x65xit_success\x18\x06 \x01(\x08\x12\x11\n\telapsed_s\x18\x07 \x01(\x01\"3\n\x0f\x45valuateRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07\x65pisode\x18\x02 \x01(\x04\"g\n\x05Score\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x12\n\nconfigured\x18\x02 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x17\n\x0f\x65valuator_error\x18\x04 \x01(\t\x12\x12\n\nagent_code\x18\x05 \x01(\t\"\x0f\n\rHealthRequest\"\xe1\x01\n\rDesktopHealth\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x0f\n\x07problem\x18\x03 \x01(\t\x12\x10\n\x08\x65pisodes\x18\x04 \x01(\x04\x12\x14\n\x0creplacements\x18\x05 \x01(\x04\x12\x0f\n\x07task_id\x18\x06 \x01(\t\x12\x0c\n\x04step\x18\x07 \x01(\r\x12\x12\n\nin_episode\x18\x08 \x01(\x08\x12\r\n\x05steps\x18\t \x01(\x04\x12\x0f\n\x07reset_s\x18\n \x01(\x01\x12\x0e\n\x06step_s\x18\x0b \x01(\x01\x12\x12\n\nlast_error\x18\x0c \x01(\t\"n\n\x0bHealthReply\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12/\n\x08\x64\x65sktops\x18\x02 \x03(\x0b\x32\x1d.computerrl.env.DesktopHealth\x12\x0b\n\x03pid\x18\x03 \x01(\r\x12\x10\n\x08uptime_s\x18\x04 \x01(\x01\"7\n\x11ScreenshotRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x11\n\tmax_width\x18\x02 \x01(\r\"\x1e\n\x0fScreenshotReply\x12\x0b\n\x03png\x18\x01 \x01(\x0c\".\n\x0eRebuildRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0b\n\x03why\x18\x02 \x01(\t\"^\n\x0eTestApiRequest\x12\x0f\n\x07\x64\x65sktop\x18\x01 \x01(\r\x12\x0b\n\x03\x61pp\x18\x02 \x01(\t\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\r\n\x05tests\x18\x04 \x01(\t\x12\x11\n\ttimeout_s\x18\x05 \x01(\x01\"2\n\rTestApiResult\x12\x13\n\x0b\x61nswer_json\x18\x01 \x01(\t\x12\x0c\n\x04hung\x18\x02 \x01(\x08\"\x0e\n\x0c\x43loseRequest\"\x0c\n\nCloseReply2\xc4\x04\n\nEnvService\x12\x42\n\x05Reset\x12\x1c.computerrl.env.ResetRequest\x1a\x1b.computerrl.env.Observation\x12?\n\x04Step\x12\x1b.computerrl.env.StepRequest\x1a\x1a.computerrl.env.StepResult\x12\x42\n\x08\x45valuate\x12\x1f.computerrl.env.EvaluateRequest\x1a\x15.computerrl.env.Score\x12\x44\n\x06Health\x12\x1d.computerrl.env.HealthRequest\x1a\x1b.computerrl.env.HealthReply\x12H\n\x07Rebuild\x12\x1e.computerrl.env.RebuildRequest\x1a\x1d.computerrl.env.DesktopHealth\x12H\n\x07TestApi\x12\x1e.computerrl.env.TestApiRequest\x1a\x1d.computerrl.env.TestApiResult\x12P\n\nScreenshot\x12!.computerrl.env.ScreenshotRequest\x1a\x1f.computerrl.env.ScreenshotReply\x12\x41\n\x05\x43lose\x12\x1c.computerrl.env.CloseRequest\x1a\x1a.computerrl.env.CloseReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,27 +44,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVALUATEREQUEST']._serialized_start=663
   _globals['_EVALUATEREQUEST']._serialized_end=714
   _globals['_SCORE']._serialized_start=716
-  _globals['_SCORE']._serialized_end=799
-  _globals['_HEALTHREQUEST']._serialized_start=801
-  _globals['_HEALTHREQUEST']._serialized_end=816
-  _globals['_DESKTOPHEALTH']._serialized_start=819
-  _globals['_DESKTOPHEALTH']._serialized_end=1044
-  _globals['_HEALTHREPLY']._serialized_start=1046
-  _globals['_HEALTHREPLY']._serialized_end=1156
-  _globals['_SCREENSHOTREQUEST']._serialized_start=1158
-  _globals['_SCREENSHOTREQUEST']._serialized_end=1213
-  _globals['_SCREENSHOTREPLY']._serialized_start=1215
-  _globals['_SCREENSHOTREPLY']._serialized_end=1245
-  _globals['_REBUILDREQUEST']._serialized_start=1247
-  _globals['_REBUILDREQUEST']._serialized_end=1293
-  _globals['_TESTAPIREQUEST']._serialized_start=1295
-  _globals['_TESTAPIREQUEST']._serialized_end=1389
-  _globals['_TESTAPIRESULT']._serialized_start=1391
-  _globals['_TESTAPIRESULT']._serialized_end=1441
-  _globals['_CLOSEREQUEST']._serialized_start=1443
-  _globals['_CLOSEREQUEST']._serialized_end=1457
-  _globals['_CLOSEREPLY']._serialized_start=1459
-  _globals['_CLOSEREPLY']._serialized_end=1471
-  _globals['_ENVSERVICE']._serialized_start=1474
-  _globals['_ENVSERVICE']._serialized_end=2054
+  _globals['_SCORE']._serialized_end=819
+  _globals['_HEALTHREQUEST']._serialized_start=821
+  _globals['_HEALTHREQUEST']._serialized_end=836
+  _globals['_DESKTOPHEALTH']._serialized_start=839
+  _globals['_DESKTOPHEALTH']._serialized_end=1064
+  _globals['_HEALTHREPLY']._serialized_start=1066
+  _globals['_HEALTHREPLY']._serialized_end=1176
+  _globals['_SCREENSHOTREQUEST']._serialized_start=1178
+  _globals['_SCREENSHOTREQUEST']._serialized_end=1233
+  _globals['_SCREENSHOTREPLY']._serialized_start=1235
+  _globals['_SCREENSHOTREPLY']._serialized_end=1265
+  _globals['_REBUILDREQUEST']._serialized_start=1267
+  _globals['_REBUILDREQUEST']._serialized_end=1313
+  _globals['_TESTAPIREQUEST']._serialized_start=1315
+  _globals['_TESTAPIREQUEST']._serialized_end=1409
+  _globals['_TESTAPIRESULT']._serialized_start=1411
+  _globals['_TESTAPIRESULT']._serialized_end=1461
+  _globals['_CLOSEREQUEST']._serialized_start=1463
+  _globals['_CLOSEREQUEST']._serialized_end=1477
+  _globals['_CLOSEREPLY']._serialized_start=1479
+  _globals['_CLOSEREPLY']._serialized_end=1491
+  _globals['_ENVSERVICE']._serialized_start=1494
+  _globals['_ENVSERVICE']._serialized_end=2074
 # @@protoc_insertion_point(module_scope)

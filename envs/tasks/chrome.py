@@ -440,12 +440,15 @@ def _query(desktop: "Desktop", paths: list[str], table: str, sql: str, out: Path
     """The rows of a query on a copy of the first of the profile's SQLite files that exists; None if none does
     or it cannot be read. The file is the agent's: `table` must be a plain table (a view could compute
     forever), and the query gets QUERY_S seconds and QUERY_ROWS rows."""
+    from computerrl.envs.sandbox import SandboxError
+
     for path in paths:
-        data = desktop.sandbox.read(path, limit=256 << 20)
-        if data is None:
-            continue
         copy = Path(tempfile.mkdtemp(dir=out)) / Path(path).name
-        copy.write_bytes(data)
+        try:  # in pieces: the agent's database never sits whole in the server's memory
+            if desktop.sandbox.copy_out(path, copy, 256 << 20) is None:
+                continue
+        except SandboxError:
+            return None
         deadline = time.monotonic() + QUERY_S
         try:
             with contextlib.closing(sqlite3.connect(f"file:{copy}?mode=ro", uri=True)) as conn:

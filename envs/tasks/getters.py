@@ -81,18 +81,19 @@ def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | 
     """Copy the files out of the desktop (read as its user, in its sandbox), so the metric reads a
     snapshot, not a file being saved; together in one folder under their `dest` names (a metric may
     look for one beside another). A file the episode did not produce is None."""
+    from computerrl.envs.sandbox import SandboxError
+
     paths, dests, gives = _files(spec)
     folder, given = Path(tempfile.mkdtemp(dir=out)), []  # one folder each call: no clashes
     for i, (path, dest) in enumerate(zip(paths, dests)):
         src = _office_profile(desktop, desktop_path(path))
-        data = desktop.sandbox.read(src, limit=FILE_LIMIT + 1)
-        if data is not None and len(data) > FILE_LIMIT:
-            raise SetupError(f"{src} is larger than {FILE_LIMIT >> 20} MB")
         target = folder / Path(dest or src).name
-        if data is not None:
-            target.write_bytes(data)
+        try:  # in pieces: a file of hundreds of MB never sits whole in the server's memory
+            copied = desktop.sandbox.copy_out(src, target, FILE_LIMIT)
+        except SandboxError as e:
+            raise SetupError(str(e)) from None
         if i in gives:
-            given.append(str(target) if data is not None else None)
+            given.append(str(target) if copied is not None else None)
     return _given(given)
 
 

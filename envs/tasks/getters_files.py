@@ -77,7 +77,7 @@ def list_directory(desktop: "Desktop", spec: dict, out: Path, budget: Budget) ->
     argv = ["/usr/bin/python3", "-I", "-c", TREE_SCRIPT, desktop_path(spec["path"]), str(TREE_ENTRIES),
             str(TREE_DEPTH), str(TREE_BYTES)]  # -I: nothing the agent put in its site-packages runs
     try:
-        r = desktop.sandbox.run(argv, env=desktop.env, timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
+        r = desktop.sandbox.run(argv, env=budget.env(desktop), timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
     except SandboxError as e:
         raise SetupError(f"list_directory {spec['path']}: {e}") from None
     try:
@@ -98,7 +98,7 @@ def vm_command_error(desktop: "Desktop", spec: dict, out: Path, budget: Budget) 
         command = [desktop_path(c) if isinstance(c, str) and c.startswith("~/") else c for c in command]
     argv = _argv(command, shell)
     try:
-        r = desktop.sandbox.run(argv, env=desktop.env, timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
+        r = desktop.sandbox.run(argv, env=budget.env(desktop), timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
     except SandboxError:
         budget.left(1.0)  # a spent budget is the evaluation's failure, not the command's
         desktop.setup_notes.append(f"vm_command_error: {shlex.join(argv)[:200]} did not finish")
@@ -263,7 +263,7 @@ def vm_wallpaper(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> s
     as OSWorld's getter leaves one."""
     from computerrl.envs.sandbox import SandboxError
 
-    env = {k: v for k, v in desktop.env.items() if k != "DBUS_SESSION_BUS_ADDRESS"}  # dconf's file, not the agent's bus
+    env = {k: v for k, v in budget.env(desktop).items() if k != "DBUS_SESSION_BUS_ADDRESS"}  # dconf's file, not the agent's bus
     try:
         r = desktop.sandbox.run(["gsettings", "get", *WALLPAPER_KEY], env=env,
                                 timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)

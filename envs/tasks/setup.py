@@ -87,6 +87,16 @@ def _files(*keys: str) -> Callable[[Any], str]:
     return check
 
 
+# What an evaluation's commands add to the desktop's environment. HOME stays the agent's (OSWorld's commands
+# read ~/.bash_history, VS Code's extensions…), so what a program would load from there is switched off:
+# Python's user site (a .pth file there runs at every start) and its current folder on sys.path (a
+# ~/pyautogui.py would shadow the module a postconfig imports), git's and pip's user configuration
+# (git runs the programs its configuration names). A command that runs a file of the agent's is
+# another matter: the task says so (Task.agent_code).
+TRUSTED_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+               "PIP_CONFIG_FILE": "/dev/null"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Budget:
     """What the steps of one Reset or Evaluate share: a deadline, and where their commands run."""
@@ -97,6 +107,11 @@ class Budget:
     @classmethod
     def of(cls, trusted: bool = False) -> "Budget":
         return cls(time.monotonic() + SETUP_BUDGET_S, trusted)
+
+    def env(self, desktop: "Desktop") -> dict[str, str]:
+        """The environment of the steps' commands: the desktop's; for an evaluation's, one that nothing the
+        agent left in its home can hook into (see TRUSTED_ENV)."""
+        return {**desktop.env, **TRUSTED_ENV} if self.trusted else desktop.env
 
     def left(self, at_most: float) -> float:
         """Seconds a step may take (at most `at_most`); SetupError once the budget is spent."""
@@ -336,7 +351,7 @@ def _pkill_and_wait(desktop: "Desktop", budget: Budget, args: list[str]) -> None
     ask = [a for a in args if not PKILL_ONLY.fullmatch(a)]  # what pgrep takes of pkill's options
     deadline = time.monotonic() + budget.left(PKILL_WAIT_S)
     while time.monotonic() < deadline:
-        if desktop.sandbox.run(["pgrep", *ask], env=desktop.env, timeout_s=5.0, trusted=budget.trusted).returncode != 0:
+        if desktop.sandbox.run(["pgrep", *ask], env=budget.env(desktop), timeout_s=5.0, trusted=budget.trusted).returncode != 0:
             return  # none left (or pgrep refused the pattern: nothing more to wait for)
         time.sleep(0.1)
 
@@ -350,7 +365,7 @@ def execute(desktop: "Desktop", budget: Budget, command: list[str] | str, shell:
 
     argv = _argv(command, shell)
     try:
-        r = desktop.sandbox.run(argv, env=desktop.env, timeout_s=budget.left(COMMAND_TIMEOUT_S),
+        r = desktop.sandbox.run(argv, env=budget.env(desktop), timeout_s=budget.left(COMMAND_TIMEOUT_S),
                                 trusted=budget.trusted)
     except SandboxError as e:
         raise SetupError(f"command {shlex.join(argv)[:200]}: {e}") from None

@@ -65,6 +65,13 @@ class Task:
         return list(dict.fromkeys([f"setup step {t!r}" for t in steps if t in ACCOUNT_STEPS]
                                   + [f"getter {g['type']!r}" for g in self.getters if g["type"] in ACCOUNT_GETTERS]))
 
+    def agent_code(self) -> list[str]:
+        """The evaluation's commands that run a file the agent can rewrite (envs/tasks/agent_code.py):
+        a score from them is marked, never taken for the desktop's word."""
+        from computerrl.envs.tasks.agent_code import agent_code
+
+        return agent_code(self.evaluator)
+
     def unsupported(self) -> list[str]:
         """What this task needs that is not registered, e.g. ["setup step 'download'", "metric 'x'"]."""
         from computerrl.envs.tasks import getters, metrics, setup  # noqa: F401 - they fill the registries

@@ -1,0 +1,78 @@
+"""Which of a task's evaluation commands run something the agent can rewrite.
+
+An evaluation's commands run beside the keeper, where nothing the agent left running can touch them,
+in an environment nothing in its home hooks into (setup.TRUSTED_ENV). But some of OSWorld's tasks score
+by running a file that lives where the agent writes: `bash eval.sh` in its home, a script the task
+copied there, the agent's own script (`python ~/Desktop/script.py`), or git, which runs the programs
+the repository's own configuration names. Their output is whatever the agent made that file print, so
+no sandbox can make such a score unforgeable: the score is marked (`Score.agent_code`, the rollout's
+`info["agent_code"]`) and `tasks check` lists these tasks apart.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+INTERPRETERS = {"bash", "sh", "dash", "zsh", "python", "python3", "node", "perl", "ruby", "source", "."}
+SEPARATORS = {";", "&&", "||", "|", "&", "then", "do", "else", "(", "$("}
+WRITABLE = ("/home/user/", "~/", "$HOME/", "${HOME}/", "/tmp/", "/dev/shm/", "./")  # the agent's, all of them
+RUNS_WHAT_ITS_FILES_SAY = {"git": "git runs the programs the repository's own configuration names"}
+COMMAND_GETTERS = {"vm_command_line", "vm_command_error"}
+
+
+def evaluation_commands(evaluator: dict[str, Any]) -> list[list[str] | str]:
+    """The commands an evaluation runs: postconfig's execute steps and the command getters."""
+    steps = [s.get("parameters", {}).get("command") for s in evaluator.get("postconfig", [])
+             if s.get("type") in ("execute", "command")]
+    getters = []
+    for key in ("result", "expected"):
+        spec = evaluator.get(key)
+        getters += spec if isinstance(spec, list) else [spec] if spec else []
+    return [c for c in steps + [g.get("command") for g in getters if isinstance(g, dict)
+                                and g.get("type") in COMMAND_GETTERS] if c]
+
+
+def agent_code(evaluator: dict[str, Any]) -> list[str]:
+    """Why the evaluation's output can be the agent's own (one line per command that runs its files)."""
+    return [f"{_shown(c)}: {why}" for c in evaluation_commands(evaluator) if (why := _runs_agent_file(c))]
+
+
+def _shown(command) -> str:
+    return (command if isinstance(command, str) else shlex.join(map(str, command)))[:80]
+
+
+def _words(command) -> list[str]:
+    if not isinstance(command, str):
+        return [str(w) for w in command]
+    try:
+        return shlex.split(command.replace("\n", " ; "), comments=True)
+    except ValueError:  # an unbalanced quote: the words as they stand
+        return command.split()
+
+
+def _writable(word: str) -> bool:
+    """A file the agent can write: under one of its folders, or relative (commands run in its home)."""
+    return word.startswith(WRITABLE) or ("/" not in word and os.path.splitext(word)[1] in (".sh", ".py", ".js"))
+
+
+def _runs_agent_file(command) -> str:
+    words = _words(command)
+    for i, word in enumerate(words):
+        starts = i == 0 or words[i - 1] in SEPARATORS or words[i - 1].endswith((";", "&&", "|"))
+        program = os.path.basename(word.lstrip("$("))
+        if starts and program in RUNS_WHAT_ITS_FILES_SAY:
+            return RUNS_WHAT_ITS_FILES_SAY[program]
+        if starts and _writable(word):
+            return f"it runs {word}, which the agent can rewrite"
+        if starts and program in INTERPRETERS:
+            rest = words[i + 1:]
+            while rest and rest[0].startswith("-") and rest[0] != "-c":
+                rest = rest[1:]
+            if rest[:1] == ["-c"] and len(rest) > 1:
+                if why := _runs_agent_file(rest[1]):
+                    return why
+            elif rest and _writable(rest[0]):
+                return f"{program} runs {rest[0]}, which the agent can rewrite"
+    return ""
