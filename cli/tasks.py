@@ -19,7 +19,8 @@ def check(
     folder: Annotated[Path, typer.Argument(help="Folder searched recursively for *.json task files.")],
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every problem, not only a summary.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON line: files, supported, unsupported "
-                                          "by reason, malformed, needs-account.")] = False,
+                                          "by reason, malformed, needs-account, agent-code (supported, but scored "
+                                          "by running a file the agent can rewrite).")] = False,
 ):
     import json
     from collections import Counter
@@ -27,13 +28,14 @@ def check(
     from rich.console import Console
     from rich.table import Table
 
-    from computerrl.envs.tasks.task import TaskError, load_task
+    from computerrl.envs.tasks.task import TaskError, load_task, task_files
 
-    files = sorted(folder.rglob("*.json"))
+    regular, not_regular = task_files(folder)
+    files = regular + [Path(line.partition(": ")[0]) for line in not_regular]
     if not files:
         raise typer.BadParameter(f"no *.json files under {folder}", param_hint="FOLDER")
-    ok, malformed, unsupported, account, needs = [], [], [], [], Counter()
-    for f in files:
+    ok, malformed, unsupported, account, needs = [], list(not_regular), [], [], Counter()
+    for f in regular:
         try:
             task = load_task(f)
         except TaskError as e:
@@ -46,23 +48,28 @@ def check(
             needs.update(missing)
         else:
             ok.append(task)
+    agent_code = [f"{t.path}: scored by what the agent can rewrite ({'; '.join(t.agent_code())})"
+                  for t in ok if t.agent_code()]
     console = Console(soft_wrap=True)  # long paths stay on one line: greppable
     console.print(f"[bold]{len(files)}[/] task files: [green]{len(ok)} load and are supported[/], "
                   f"[yellow]{len(unsupported)} need what this build lacks[/], "
                   f"{len(account)} need a network account, [red]{len(malformed)} malformed[/]")
+    if agent_code:
+        console.print(f"{len(agent_code)} of the supported score by running a file the agent can rewrite: their "
+                      "scores are marked (agent_code), never the desktop's word")
     if needs:
         table = Table("unsupported", "tasks needing it", title="what is missing")
         for what, count in needs.most_common():
             table.add_row(what, str(count))
         console.print(table)
-    for line in malformed + (unsupported + account if verbose else []):
+    for line in malformed + (unsupported + account + agent_code if verbose else []):
         typer.echo(line)  # unwrapped: one problem per line, easy to grep
-    if (unsupported or account) and not verbose:
-        console.print("(--verbose lists the unsupported files one by one)")
+    if (unsupported or account or agent_code) and not verbose:
+        console.print("(--verbose lists these files one by one)")
     if as_json:
         typer.echo(json.dumps({"files": len(files), "supported": len(ok), "unsupported": len(unsupported),
                                "unsupported_by_reason": dict(needs.most_common()), "malformed": len(malformed),
-                               "needs_account": len(account)}))
+                               "needs_account": len(account), "agent_code": len(agent_code)}))
     raise typer.Exit(0 if len(ok) == len(files) else 1)
 
 
@@ -87,8 +94,8 @@ def fetch(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from computerrl.envs.tasks.fetch import Cache, allowed_networks, download, task_files, task_urls
-    from computerrl.envs.tasks.task import TaskError, load_task
+    from computerrl.envs.tasks.fetch import Cache, allowed_networks, download, task_urls
+    from computerrl.envs.tasks.task import TaskError, load_task, task_files
 
     try:
         allow = allowed_networks(allow_host or [])

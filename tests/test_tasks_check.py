@@ -12,12 +12,15 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from computerrl.cli.main import app
 from computerrl.envs.tasks.task import TaskError, load_task, parse_task
+
+OSWORLD = Path(__file__).resolve().parents[2] / "shared" / "osworld"  # 350 of OSWorld's task files
 
 CALC_TASK = {  # the shape of OSWorld's libreoffice_calc tasks
     "id": "calc-sum-0001", "snapshot": "libreoffice_calc", "source": "handwritten",
@@ -116,7 +119,56 @@ def test_tasks_that_sign_in_somewhere_are_counted_apart_and_the_json_line_sums_u
     assert "drive.json: needs a network account (setup step 'googledrive', setup step 'login')" in result.output
     assert json.loads(result.output.strip().splitlines()[-1]) == {
         "files": 3, "supported": 1, "unsupported": 1, "unsupported_by_reason": {"metric 'no_such_metric'": 1},
-        "malformed": 0, "needs_account": 1}
+        "malformed": 0, "needs_account": 1, "agent_code": 0}
+
+
+def rule_task(command, shell=False) -> dict:
+    return {**CALC_TASK, "evaluator": {"func": "check_include_exclude",
+                                       "result": {"type": "vm_command_line", "command": command, "shell": shell},
+                                       "expected": {"type": "rule", "rules": {"include": ["ok"], "exclude": []}}}}
+
+
+@pytest.mark.parametrize("command, why", [
+    ("bash eval.sh", "bash runs eval.sh"),  # OSWorld's os tasks: a script in the agent's home
+    (["python3", "/home/user/firefox_decrypt.py", "/home/user/.thunderbird"], "python3 runs /home/user/firefox_"),
+    ("python ~/Desktop/script.py", "python runs ~/Desktop/script.py"),
+    (["/bin/bash", "-c", "cd /home/user/repo; git log --oneline | head -n 1"], "git runs the programs"),
+    ("./run.sh && echo ok", "it runs ./run.sh"),
+    (["sh", "-c", "bash -x /tmp/check.sh"], "bash runs /tmp/check.sh"),
+    (["python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 's');"], ""),  # a module of the system's
+    (["code", "--list-extensions", "|", "grep", "mattn.lisp"], ""),  # the desktop's own launcher
+    ("cat ~/.bash_history | grep -E 'soffice'", ""),  # reads the agent's files: that is the state scored
+    (["libreoffice", "--convert-to", "csv", "--outdir", "/home/user", "/home/user/a.xlsx"], ""),
+])
+def test_evaluation_commands_that_run_a_file_the_agent_can_rewrite_are_told_apart(command, why):
+    found = parse_task(rule_task(command)).agent_code()
+    assert (found[0].split(": ", 1)[1].startswith(why) if why else found == []), found
+
+
+def test_tasks_check_counts_the_tasks_scored_by_the_agents_files_apart(tmp_path):
+    write(tmp_path, "eval_sh.json", rule_task("bash eval.sh", shell=True))
+    write(tmp_path, "good.json", CALC_TASK)
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path), "--json", "--verbose"])
+    assert result.exit_code == 0, result.output  # supported all the same: their scores are marked
+    assert "1 of the supported score by running a file the agent can rewrite" in result.output
+    assert "eval_sh.json: scored by what the agent can rewrite (bash eval.sh: bash runs eval.sh" in result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["agent_code"] == 1
+
+
+@pytest.mark.skipif(not OSWORLD.exists(), reason="needs ../shared/osworld")
+def test_the_osworld_tasks_scored_by_the_agents_files_are_these_eight():
+    flagged = {p.stem[:8] for p in OSWORLD.rglob("*.json") if load_task(p).agent_code()}
+    assert flagged == {"2c9fc0de", "ce2b64a2", "da922383", "4d117223", "5c1075ca", "5ced85fc", "7b6c7e24",
+                       "bb5e4c0d"}  # git log; two scripts of the agent's; three eval.sh; firefox_decrypt.py twice
+
+
+def test_tasks_check_skips_a_fifo_named_json_without_opening_it(tmp_path):
+    write(tmp_path, "good.json", CALC_TASK)
+    os.mkfifo(tmp_path / "x.json")  # opening it for reading would wait for a writer that never comes
+    done = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "tasks", "check", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "x.json: a FIFO, not a regular file (not read)" in done.stdout, done.stdout
+    assert "1 load and are supported" in done.stdout and "1 malformed" in done.stdout
 
 
 def test_tasks_check_exits_zero_when_everything_loads(tmp_path):

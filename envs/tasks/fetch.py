@@ -16,7 +16,7 @@ cache holds into a desktop the agent sees. Hence:
 - A size cap per file and one deadline per URL (every hop, header and byte, not per read). A file
   refused or cut short leaves nothing in the cache.
 - No proxies from the environment: the address checked must be the one connected to.
-Only regular files are read from the task folder (`task_files`): a FIFO named *.json would block.
+Only regular files are read from the task folder (`task.task_files`): a FIFO named *.json would block.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import json
 import os
 import socket
 import ssl
-import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -57,26 +56,6 @@ def task_urls(task: Task) -> list[str]:
         if g.get("type") == "cloud_file":
             urls += g["path"] if isinstance(g.get("path"), list) else [g.get("path")]
     return [u for u in dict.fromkeys(urls) if isinstance(u, str) and urlparse(u).scheme in ("http", "https")]
-
-
-def task_files(folder: Path) -> tuple[list[Path], list[str]]:
-    """The *.json files under `folder` that are regular files (symlinks to one included), and a line
-    for each other one saying why it was skipped. Only stat is called on those: never opened."""
-    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a character device",
-             stat.S_ISBLK: "a block device", stat.S_ISDIR: "a folder"}
-    files, skipped = [], []
-    for path in sorted(folder.rglob("*.json")):
-        try:
-            mode = path.stat().st_mode
-        except OSError as e:
-            skipped.append(f"{path}: cannot read: {e.strerror}")
-            continue
-        if stat.S_ISREG(mode):
-            files.append(path)
-        else:
-            kind = next((name for test, name in kinds.items() if test(mode)), "not a file")
-            skipped.append(f"{path}: {kind}, not a regular file (not read)")
-    return files, skipped
 
 
 def cache_name(url: str) -> str:

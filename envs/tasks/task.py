@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,26 @@ class Task:
                 except ValueError as e:
                     missing.append(str(e).split(";")[0])  # "compare_table rule 'sheet_print' is not supported"
         return missing
+
+
+def task_files(folder: Path) -> tuple[list[Path], list[str]]:
+    """The *.json files under `folder` that are regular files (symlinks to one included), and a line
+    for each other one saying why it was skipped. Only stat is called on those: never opened."""
+    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISDIR: "a folder"}
+    files, skipped = [], []
+    for path in sorted(folder.rglob("*.json")):
+        try:
+            mode = path.stat().st_mode
+        except OSError as e:
+            skipped.append(f"{path}: cannot read: {e.strerror}")
+            continue
+        if stat.S_ISREG(mode):
+            files.append(path)
+        else:
+            kind = next((name for test, name in kinds.items() if test(mode)), "not a file")
+            skipped.append(f"{path}: {kind}, not a regular file (not read)")
+    return files, skipped
 
 
 def load_task(path: Path | str) -> Task:
