@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import descendants
 from computerrl.envs.backends.base import EnvHandle
 from computerrl.envs.backends.local import TOKEN_ENV, LocalBackend
 
@@ -74,3 +75,36 @@ def test_servers_started_by_a_desktop_serving_process_keep_their_own_x_cookies(t
     assert all(cookies == "2" for _, cookies in children)  # its own display (for local and any host)
     assert not any(Path(path).exists() for path, _ in children)  # each removed its file on exit
     grant(":97", None)
+
+
+def memory_cgroup(pid: int) -> str:
+    """The v1 memory cgroup (or v2's one) a process is in, as /proc names it."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    return next((line.split(":", 2)[2] for line in lines if "memory" in line.split(":")[1].split(",")), None) \
+        or next(line.split(":", 2)[2] for line in lines if line.startswith("0::"))
+
+
+@pytest.mark.desktop
+@pytest.mark.skipif(os.geteuid() != 0, reason="a cgroup of its own needs root")
+def test_a_server_runs_under_its_own_memory_cap_beside_its_desktops(tmp_path):
+    from computerrl.envs.client import EnvClient
+    from computerrl.envs.pool import wait_healthy
+
+    backend = LocalBackend(tmp_path, server_args=("--server-memory-mb", "768"))
+    handle = backend.start("env-000")
+    try:
+        client = EnvClient(handle.address, handle.token)
+        assert wait_healthy(client, 120) == ""
+        pid = handle.detail["pid"]
+        own = memory_cgroup(pid)
+        assert own.endswith(f"/computerrl-{pid}-server"), own
+        limit = next(p for p in (Path("/sys/fs/cgroup/memory") / own.lstrip("/") / "memory.limit_in_bytes",
+                                 Path("/sys/fs/cgroup") / own.lstrip("/") / "memory.max") if p.exists())
+        assert int(limit.read_text()) == 768 << 20
+        # Its desktops' processes are in cgroups of their own, beside the server's, not counted in it.
+        desktop = [p for p in descendants([pid]) if Path(f"/proc/{p}/comm").read_text().strip()
+                   in ("Xvfb", "dbus-daemon", "openbox")]
+        assert len(desktop) >= 4 and all(not memory_cgroup(p).startswith(own) for p in desktop)
+        client.close()
+    finally:
+        backend.stop(handle)
