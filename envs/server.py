@@ -9,7 +9,9 @@ D-Bus, soffice…), gets stuck, or fails a call is rebuilt alone, the others of 
 on. The episode it was serving ends as a failure: everything of a desktop is within the agent's
 reach (its apps, its X clients, its memory), so it may have broken it on purpose, and a lost
 episode is left out of training and of the success rates. Episodes are lost (gRPC ABORTED,
-recorded as aborted, never as failures) only with the server itself, or at a Reset. A rebuilt
+recorded as aborted, never as failures) only with the server itself, or at a Reset. No call outlives
+its client: one still running ANSWER_S before the client's deadline has its desktop killed by the
+watchdog, which ends whatever it waits on, so it answers in time (the episode failed). A rebuilt
 desktop must pass a clean Reset before it serves again; Health reports one that cannot, without
 ever waiting on a desktop. Reset runs a
 task's setup steps (`envs/tasks/setup.py`, files from `--cache`), Evaluate its evaluator, each
