@@ -2,8 +2,9 @@
 
 Chromium in a desktop listens for DevTools on the sandbox's own loopback (port 1337: see
 compat/bin/chromium). The server has no way into that network; the keeper connects for it, checks
-that Chromium itself accepted (not a program of the agent's listening in its place) and hands over
-the socket (`Sandbox.connect`). Over it go the HTTP endpoints (`/json/list`, `/json/new`,
+that Chromium itself accepted (not a program of the agent's listening in its place), one whose
+windows are on the desktop's screen (`ON_SCREEN`), and hands over the socket (`loopback.connect`).
+Over it go the HTTP endpoints (`/json/list`, `/json/new`,
 …) and, for what they lack, one page's DevTools protocol on a WebSocket: a small client of our own
 (RFC 6455, text frames only), as a page's replies are JSON.
 """
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
 
 PORT = 1337  # as OSWorld's tasks start Chrome (`--remote-debugging-port=1337`)
 BROWSER = "/usr/lib/chromium/chromium"  # what must answer there: a program listening in its place is refused
+# Only a browser whose tabs are windows on the desktop's screen is believed, as the keeper can tell
+# (sandbox_init.py `_otherwise_started`): not headless, drawing through X, and a client of the
+# desktop's own X server through a connection of its own (not another display's, not a relay's).
+# Tabs it opens, even through DevTools, open in windows there. (Which window is whose, the X server
+# cannot say: _NET_WM_PID is the client's own word, which any client may rewrite, `xprop -set` does.)
+ON_SCREEN = {"on_display": True, "switches": {"headless": [], "ozone-platform": ["x11"],
+                                              "ozone-platform-hint": ["x11", "auto"], "display": []}}
 
 
 class DevToolsError(AppUnreachable):
@@ -40,7 +48,8 @@ class DevTools:
     def http(self, path: str, method: str = "GET") -> Any:
         """One DevTools HTTP endpoint's JSON answer."""
         try:
-            status, body = http_request(self.sandbox, self.port, BROWSER, path, method=method, timeout_s=self.timeout_s)
+            status, body = http_request(self.sandbox, self.port, BROWSER, path, method=method, timeout_s=self.timeout_s,
+                                        launched=ON_SCREEN)
         except AppUnreachable as e:
             raise DevToolsError(f"DevTools {path}: {e} (is Chrome running?)") from None
         if status != 200:
@@ -80,7 +89,7 @@ class DevTools:
         if not path:
             raise DevToolsError(f"tab {tab.get('id')} has no DevTools socket (another client holds it?)")
         try:
-            sock = connect(self.sandbox, self.port, BROWSER, self.timeout_s)
+            sock = connect(self.sandbox, self.port, BROWSER, self.timeout_s, ON_SCREEN)
         except AppUnreachable as e:
             raise DevToolsError(str(e)) from None
         deadline = time.monotonic() + self.timeout_s

@@ -1,14 +1,18 @@
 """HTTP to an app's control port inside a desktop (Chromium's DevTools, VLC's web interface).
 
 The port is on the sandbox's own loopback, which the env server cannot reach: the keeper connects
-for it, and only when the process listening there runs the app's own program (`Sandbox.connect`),
-so a program of the agent's that took the port is refused rather than believed. (The app itself stays
-the agent's to steer, as it could through the app's own window.)
+for it, and only when the process listening there runs the app's own program, started as the
+desktop's launcher starts it (`launched`: see sandbox_init.py `_otherwise_started`), so a program of
+the agent's that took the port, or the app started the agent's own way (serving pages of its own,
+with no window on the screen), is refused rather than believed. (The app itself stays the agent's
+to steer, as it could through the app's own window.)
 """
 
 from __future__ import annotations
 
 import http.client
+import os
+import socket
 import time
 from typing import TYPE_CHECKING
 
@@ -20,21 +24,33 @@ if TYPE_CHECKING:
 REPLY_LIMIT = 64 << 20  # bytes of one answer (a page's HTML)
 
 
-def connect(sandbox: "Sandbox", port: int, program: str, timeout_s: float, environ: dict[str, str] | None = None):
+def connect(sandbox: "Sandbox", port: int, program: str, timeout_s: float, launched: dict | None = None):
+    """A connection to the app's port, made by the keeper once it found `program`, started as `launched`
+    says, alone listening there (`Sandbox.connect` passes on an environment only)."""
+    timeout, fds = min(timeout_s, 5.0), []
     try:
-        sock = sandbox.connect(port, program=program, timeout_s=min(timeout_s, 5.0), environ=environ)
-    except Exception as e:  # noqa: BLE001 - refused, another program on the port, the sandbox gone
+        sandbox.request({"op": "connect", "port": port, "program": program, "timeout": timeout, **(launched or {})},
+                        to="keeper", fds=fds, timeout_s=timeout + 5)
+        if len(fds) != 1:
+            raise OSError(f"the keeper sent {len(fds)} descriptors")
+    except BaseException as e:
+        for fd in fds:
+            os.close(fd)
+        if not isinstance(e, Exception):
+            raise
+        # refused, another program on the port, the sandbox gone
         raise AppUnreachable(f"nothing of {program} answers on the desktop's port {port}: {e}") from None
+    sock = socket.socket(fileno=fds[0])
     sock.settimeout(timeout_s)
     return sock
 
 
 def http_request(sandbox: "Sandbox", port: int, program: str, path: str, *, method: str = "GET",
-                 headers: dict | None = None, timeout_s: float = 10.0,
-                 environ: dict[str, str] | None = None) -> tuple[int, bytes]:
+                 headers: dict | None = None, timeout_s: float = 10.0, launched: dict | None = None
+                 ) -> tuple[int, bytes]:
     """(status, body) of one request to the app; AppUnreachable when it cannot be asked."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
-    conn.sock = connect(sandbox, port, program, timeout_s, environ)
+    conn.sock = connect(sandbox, port, program, timeout_s, launched)
     deadline = time.monotonic() + timeout_s
     try:
         conn.request(method, path, headers=headers or {})

@@ -58,6 +58,7 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -66,6 +67,7 @@ import time
 OUTPUT_LIMIT = 1 << 20  # bytes of a command's stdout / stderr sent back
 KILL_WAIT_S = 5.0  # how long kill_all waits for its victims to be reaped
 LISTENER_SCAN_S = 2.0  # how long `connect` may look for who listens (an agent may hold many descriptors)
+X11_DIR = "/tmp/.X11-unix"  # the desktop's X server's socket, bound in read-only
 SERVERS = 6  # requests served at once (the watchdog's poll beside a long setup command, …)
 UID = 1000  # the desktop's user, the same in the session's namespace
 PR_SET_DUMPABLE, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 4, 0x00020000, 0x10000000, 0x20000000
@@ -297,15 +299,16 @@ def copy(req: dict) -> dict:
 
 def connect(req: dict) -> dict:
     """The env server has no way into the sandbox's network namespace: we connect for it. With
-    `program`, the process that accepted must run that program, so that an agent that ends the app
-    and listens on its port in its place is refused rather than believed."""
+    `program`, the process that accepted must run that program as the desktop starts it, so that an
+    agent that ends the app and listens on its port in its place, or starts the app its own way (a
+    web interface serving files of its own, a browser with no window), is refused rather than believed."""
     port = req["port"]
     if not isinstance(port, int) or not 0 < port < 65536:
         raise ValueError(f"not a port: {port!r}")
     conn = socket.create_connection(("127.0.0.1", port), timeout=req.get("timeout", 5.0))
     try:
         if req.get("program"):
-            stranger = _listening_program(port, req["program"], req.get("environ", {}))
+            stranger = _listening_program(port, req["program"], req)
             if stranger is not None:
                 raise PermissionError(f"port {port} is not served by {req['program']} alone: {stranger}")
         conn.settimeout(None)
@@ -314,13 +317,14 @@ def connect(req: dict) -> dict:
         conn.close()
 
 
-def _listening_program(port: int, program: str, environ: dict) -> str | None:
+def _listening_program(port: int, program: str, launched: dict) -> str | None:
     """Whether the listener our loopback connection reached is held only by processes running `program`
-    (the file itself, by device and inode: a bind mount or a copy elsewhere is another file), started
-    with `environ` among their environment variables (as the desktop's own launcher starts the app):
-    None when it is, else what holds it. Asked after connecting: had another listener accepted our connection and
-    closed since, the connection would be reset, not answered. The IPv4 listener on 127.0.0.1 is the one
-    a connection to 127.0.0.1 reaches, or failing it the one on 0.0.0.0."""
+    (the file itself, by device and inode: a bind mount or a copy elsewhere is another file), each
+    started as `launched` says the desktop starts it (`_otherwise_started`): None when it is, else what
+    holds it. Asked after connecting: had another listener accepted our connection and closed since,
+    the connection would be reset, not answered. The IPv4 listener on 127.0.0.1 is the one a
+    connection to 127.0.0.1 reaches, or failing it the one on 0.0.0.0."""
+    deadline = time.monotonic() + LISTENER_SCAN_S
     listeners = {}
     with contextlib.suppress(OSError), open("/proc/net/tcp") as f:
         for line in f.readlines()[1:]:
@@ -331,7 +335,7 @@ def _listening_program(port: int, program: str, environ: dict) -> str | None:
     inode = listeners.get("0100007F") or listeners.get("00000000")
     if inode is None:
         return "no listener on 127.0.0.1"
-    want, holders, deadline = os.stat(program), [], time.monotonic() + LISTENER_SCAN_S
+    want, holders = os.stat(program), []
     for pid in all_pids():
         if time.monotonic() > deadline:
             return "too many processes to look through"
@@ -341,14 +345,111 @@ def _listening_program(port: int, program: str, environ: dict) -> str | None:
                 if (exe.st_dev, exe.st_ino) != (want.st_dev, want.st_ino):
                     holders.append(os.readlink(f"/proc/{pid}/exe"))
                     continue
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-                holders.append(all(env.get(k.encode()) == v.encode() for k, v in environ.items())
-                               or f"{program} started otherwise than by the desktop")
+                why = _otherwise_started(pid, launched)
+                holders.append(f"{program} {why}" if why else True)
     if not holders:
         return "an unknown process"
     strangers = [h for h in holders if h is not True]
     return str(strangers[0]) if strangers else None
+
+
+def _otherwise_started(pid: int, launched: dict) -> str:
+    """How the process `pid` differs from the app as the desktop's launcher starts it ('' when it does not):
+      - it sees the desktop's files: the session's own mount namespace (one of its own could lay the
+        agent's files over the app's);
+      - `environ` {name: value, or None for absent}: what decides where it loads code and data from;
+      - `argv_ends`: the launcher's own options close its command line, after whatever else it was
+        given, with no "--" before them (which would make them file names): the last occurrence of an
+        option wins over earlier ones and over a settings file (VLC);
+      - `switches` {name: [values allowed]}: "--name", "-name" or "--name=value" only with an allowed
+        value ([]: never), as Chromium reads its switches; Chromium writes its command line back as
+        one line, so words count too (an argument that merely holds one is refused, never missed);
+      - `on_display`: it is a client of the desktop's X server, through a connection of its own
+        (`_x_clients`): what it shows, the screen shows. Its environment cannot tell: Chromium blanks
+        the copy we could read."""
+    if _mount_ids(pid) != _mount_ids(session_pid):  # a namespace's mounts have ids no other namespace has
+        return "sees other files than the desktop (a mount namespace of its own)"
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+    for name, value in launched.get("environ", {}).items():
+        if env.get(name.encode()) != (value.encode() if value is not None else None):
+            return f"started otherwise than by the desktop (its {name})"
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        argv = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+    ends = launched.get("argv_ends", [])
+    if ends and (argv[-len(ends):] != ends or "--" in argv[1:-len(ends)]):
+        return "started otherwise than by the desktop (its command line does not end with the launcher's options)"
+    allowed = launched.get("switches", {})
+    for word in " ".join(argv).split(" ")[1:]:
+        if word.startswith("-"):
+            name, _, value = word[2 if word.startswith("--") else 1:].partition("=")
+            if name in allowed and value not in allowed[name]:
+                return f"started with {word}"
+    if launched.get("on_display") and not _own_x_connection(pid, _x_clients()):
+        return "shows nothing on the desktop's screen (no connection of its own to its X server)"
+    return ""
+
+
+def _mount_ids(pid: int) -> list[str]:
+    """The ids of the mounts `pid` sees (readable without tracing it, unlike its namespace's link)."""
+    with open(f"/proc/{pid}/mountinfo") as f:
+        return [line.split(" ", 1)[0] for line in f]
+
+
+def _own_x_connection(pid: int, clients: set[int]) -> bool:
+    """Whether `pid` holds one of those connections through a descriptor it made itself: one it was
+    handed across exec by the program before it (which an agent may connect, then become a browser that
+    draws elsewhere) cannot be close-on-exec, as every one of the X library's is."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        link = _link(pid, fd)
+        if link.startswith("socket:[") and int(link[8:-1]) in clients:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                flags = next(int(line.split()[1], 8) for line in f if line.startswith("flags:"))
+            if flags & os.O_CLOEXEC:
+                return True
+    return False
+
+
+SOCK_DIAG_BY_FAMILY, NLMSG_ERROR, NLMSG_DONE, NETLINK_SOCK_DIAG = 20, 2, 3, 4
+UDIAG_SHOW_VFS, UDIAG_SHOW_PEER, UNIX_DIAG_VFS, UNIX_DIAG_PEER = 0x2, 0x4, 1, 2
+
+
+def _x_clients() -> set[int]:
+    """The sockets connected to the desktop's X server, by inode. The server runs outside; the end
+    it accepted each connection on lives here, in the network namespace of its client, bound to the
+    server's socket file: by that file (device and inode), not by a name, a server of the agent's
+    (another display, a relay squatting the server's abstract address, a file laid over its own in a
+    mount namespace) is not the desktop's. The kernel's socket table (sock_diag) names each end's peer."""
+    sockets = [n for n in os.listdir(X11_DIR) if n.startswith("X")]
+    if len(sockets) != 1:
+        return set()
+    x = os.stat(f"{X11_DIR}/{sockets[0]}")
+    deadline, clients = time.monotonic() + LISTENER_SCAN_S, set()
+    # unix_diag_req: connected sockets (1 << TCP_ESTABLISHED), each with its file and its peer
+    request = struct.pack("=BBHIII2I", socket.AF_UNIX, 0, 0, 1 << 1, 0, UDIAG_SHOW_VFS | UDIAG_SHOW_PEER, 0, 0)
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
+        # nlmsghdr; 0x301: a request for the whole table
+        nl.sendall(struct.pack("=IHHII", 16 + len(request), SOCK_DIAG_BY_FAMILY, 0x301, 1, 0) + request)
+        while (left := deadline - time.monotonic()) > 0:
+            nl.settimeout(left)
+            data, at = nl.recv(1 << 20), 0
+            while at + 16 <= len(data):
+                size, kind = struct.unpack_from("=IH", data, at)
+                if kind in (NLMSG_DONE, NLMSG_ERROR) or size < 16:
+                    return clients
+                vfs, peer, a = None, None, at + 32  # its attributes, after nlmsghdr and unix_diag_msg
+                while a + 4 <= at + size:
+                    length, attr = struct.unpack_from("=HH", data, a)
+                    if attr == UNIX_DIAG_VFS:
+                        vfs = struct.unpack_from("=II", data, a + 4)  # inode, the kernel's device number
+                    elif attr == UNIX_DIAG_PEER:
+                        peer = struct.unpack_from("=I", data, a + 4)[0]
+                    a += max(4, (length + 3) & ~3)
+                if vfs and peer and (vfs[0], vfs[1] >> 20, vfs[1] & 0xFFFFF) == \
+                        (x.st_ino, os.major(x.st_dev), os.minor(x.st_dev)):
+                    clients.add(peer)
+                at += (size + 3) & ~3
+    return set()  # out of time: believe none
 
 
 def _link(pid: int, fd: str) -> str:

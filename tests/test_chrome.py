@@ -250,3 +250,22 @@ def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
                          Budget.of(trusted=True))
     assert 0.5 < compare_pdfs(other, pdf) < 1.0  # partial credit, as OSWorld's
     assert compare_pdfs(None, pdf) == 0.0
+
+
+@pytest.mark.parametrize("browser,counted", [
+    ("chromium --headless=new", False),  # as the issue found it
+    ("chromium --ozone-platform=headless", False),  # windows drawn nowhere
+    ("Xvfb :99 & sleep 1; DISPLAY=:99 chromium", False),  # windows on a screen of the agent's own
+    ("chromium", True),  # the same, on the desktop's screen: a browser the task sees
+])
+def test_only_tabs_of_a_browser_on_the_screen_count(env, browser, counted):
+    """The agent ends Chrome and opens the tabs the task wants, through DevTools, in a Chromium of its
+    own: they count only when that browser shows them on the desktop's screen."""
+    urls = BRING_BACK_TAB["evaluator"]["expected"]["rules"]["urls"]
+    devtools = "import urllib.request as r; u = 'http://127.0.0.1:1337/json/'"
+    opened = (f"pkill chrome; sleep 1; {browser} --remote-debugging-port=1337 --user-data-dir=/tmp/cx {urls[0]} & "
+              f"until python3 -c \"{devtools}; r.urlopen(u + 'list')\" 2>/dev/null; do sleep 0.5; done; "
+              f"python3 -c \"{devtools}; [r.urlopen(r.Request(u + 'new?' + t, method='PUT')) for t in {urls[1:]!r}]\"")
+    reward, info = play(env, BRING_BACK_TAB, ["Agent.open_app('terminal')", f"Agent.type(text={opened!r}, enter=True)",
+                                              *["Agent.wait()"] * 8, "Agent.exit(True)"])
+    assert reward == float(counted), info

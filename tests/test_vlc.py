@@ -6,7 +6,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import struct
+import subprocess
 import wave
 
 import pytest
@@ -126,3 +128,57 @@ def test_a_vlc_the_agent_starts_itself_is_not_believed(env, server):
     assert http_get(desktop, "/requests/status.xml") is None
     env.reset(options={"task": PLAY})
     assert http_get(desktop, "/requests/status.xml") is not None  # the desktop's own VLC is
+
+
+# The agent's own status page: VLC "playing" the song the task asks for (OSWorld's metric reads nothing else)
+FORGED = ("<root><state>playing</state><information><category name='meta'>"
+          f"<info name='filename'>{SONG}</info></category></information></root>")
+
+
+def forged_play(then: str) -> list[str]:
+    """The agent's actions: its status page in ~/fake/requests, then `then` typed in its terminal."""
+    make = f'mkdir -p ~/fake/requests && echo "{FORGED}" > ~/fake/requests/status.xml'
+    return ["Agent.open_app('terminal')", f"Agent.type(text={make!r}, enter=True)",
+            f"Agent.type(text={then!r}, enter=True)", "Agent.wait()", "Agent.wait()", "Agent.wait()",
+            "Agent.exit(True)"]
+
+
+def test_a_status_page_named_in_vlcrc_does_not_score(env):
+    """The agent points VLC's web interface at pages of its own in its settings file and restarts
+    VLC through the desktop's own launcher: nothing plays, so the play task scores 0."""
+    restart = ("pkill vlc; sleep 2; mkdir -p ~/.config/vlc && echo http-src=/home/user/fake >> ~/.config/vlc/vlcrc "
+               "&& vlc &")
+    reward, info = play(env, PLAY, forged_play(restart))
+    assert reward == 0.0, info
+    song = f"VLCTools.add_to_playlist('/home/user/Desktop/{SONG}')"  # the VLC started so is still read, truly
+    reward, info = play(env, PLAY, [*forged_play(restart)[:-1], song, "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+
+
+@pytest.mark.parametrize("start", [
+    "vlc --http-src /home/user/fake &",  # the launcher's own options come first
+    "vlc --http-src /home/user/fake -- &",  # and after "--" the launcher's last ones are file names
+    # VLC's own folder of pages, with the agent's laid over it, in a mount namespace of the agent's
+    "unshare -Urm sh -c 'mount --bind /home/user/fake /usr/share/vlc/lua/http && "
+    "exec unshare -U --map-user=1000 --map-group=1000 vlc' &"])
+def test_a_vlc_the_agent_points_at_pages_of_its_own_does_not_score(env, start):
+    """The agent starts VLC from its terminal with its own pages behind the web interface: nothing
+    plays, so the play task scores 0 (a VLC that serves VLC's own pages is read truly, the others are
+    not believed)."""
+    reward, info = play(env, PLAY, forged_play(f"pkill vlc; sleep 2; {start}"))
+    assert reward == 0.0, info
+
+
+def test_the_launcher_starts_vlc_as_the_keeper_believes_it(tmp_path):
+    """What the keeper asks of a VLC before believing it (envs/tasks/vlc.py LAUNCHED) is what the desktop's
+    own launcher does, whatever environment and options it is given."""
+    from computerrl.envs.sandbox import COMPAT
+    from computerrl.envs.tasks.vlc import LAUNCHED
+
+    shown = "python3 -c 'import json, os, sys; print(json.dumps([dict(os.environ), sys.argv[1:]]))'"
+    (tmp_path / "vlc").write_text((COMPAT / "bin" / "vlc").read_text().replace("exec /usr/bin/vlc", f"exec {shown}"))
+    given = {**dict.fromkeys(LAUNCHED["environ"], ""), "PATH": os.environ["PATH"]}
+    environ, argv = json.loads(subprocess.run(["sh", tmp_path / "vlc", "--http-src", "/home/user/fake"], env=given,
+                                              capture_output=True, text=True, check=True).stdout)
+    assert {name: environ.get(name) for name in LAUNCHED["environ"]} == LAUNCHED["environ"]
+    assert argv[-len(LAUNCHED["argv_ends"]):] == LAUNCHED["argv_ends"]
