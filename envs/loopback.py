@@ -11,8 +11,6 @@ to steer, as it could through the app's own window.)
 from __future__ import annotations
 
 import http.client
-import os
-import socket
 import time
 from typing import TYPE_CHECKING
 
@@ -25,22 +23,10 @@ REPLY_LIMIT = 64 << 20  # bytes of one answer (a page's HTML)
 
 
 def connect(sandbox: "Sandbox", port: int, program: str, timeout_s: float, launched: dict | None = None):
-    """A connection to the app's port, made by the keeper once it found `program`, started as `launched`
-    says, alone listening there (`Sandbox.connect` passes on an environment only)."""
-    timeout, fds = min(timeout_s, 5.0), []
     try:
-        sandbox.request({"op": "connect", "port": port, "program": program, "timeout": timeout, **(launched or {})},
-                        to="keeper", fds=fds, timeout_s=timeout + 5)
-        if len(fds) != 1:
-            raise OSError(f"the keeper sent {len(fds)} descriptors")
-    except BaseException as e:
-        for fd in fds:
-            os.close(fd)
-        if not isinstance(e, Exception):
-            raise
-        # refused, another program on the port, the sandbox gone
+        sock = sandbox.connect(port, program=program, timeout_s=min(timeout_s, 5.0), launched=launched)
+    except Exception as e:  # noqa: BLE001 - refused, another program on the port, the sandbox gone
         raise AppUnreachable(f"nothing of {program} answers on the desktop's port {port}: {e}") from None
-    sock = socket.socket(fileno=fds[0])
     sock.settimeout(timeout_s)
     return sock
 

@@ -325,13 +325,14 @@ class Sandbox:
         return reply
 
     def connect(self, port: int, program: str = "", timeout_s: float = 5.0,
-                environ: dict[str, str] | None = None) -> socket.socket:
+                launched: dict | None = None) -> socket.socket:
         """A TCP connection to `port` on the sandbox's own loopback, made by the keeper inside; with
-        `program`, only if processes running it (with `environ` among their variables) alone listen there."""
+        `program`, only if processes running it, started as `launched` says the desktop starts it
+        (sandbox_init.py `_otherwise_started`), alone listen there."""
         fds: list[int] = []
         try:
-            self.request({"op": "connect", "port": port, "program": program, "environ": environ or {},
-                          "timeout": timeout_s}, to="keeper", fds=fds, timeout_s=timeout_s + 5)
+            self.request({"op": "connect", "port": port, "program": program, "timeout": timeout_s,
+                          **(launched or {})}, to="keeper", fds=fds, timeout_s=timeout_s + 5)
         except BaseException:
             for fd in fds:
                 os.close(fd)
