@@ -18,6 +18,7 @@ from lxml import etree
 from PIL import Image
 
 from conftest import play
+from computerrl.envs.sandbox import Sandbox
 from computerrl.envs.tasks.getters import fetch
 from computerrl.envs.tasks.setup import Budget
 from computerrl.envs.tasks.task import parse_task
@@ -80,13 +81,23 @@ def deck(background: bytes | None = None, audio: str | None = None, slides: int 
     return out.getvalue()
 
 
+class FakeSandbox(Sandbox):
+    """A sandbox whose keeper hands over files from a dict: its own `read` and `copy_out` work on them."""
+
+    def __init__(self, files: dict[str, bytes]):
+        self.files = files
+
+    def open(self, path: str):
+        return io.BytesIO(self.files[path]) if path in self.files else None
+
+
 class FakeDesktop:
     """A desktop's files as its keeper reads them, from a dict: the getters that only read files."""
 
     def __init__(self, files: dict[str, bytes]):
         self.files, self.setup_notes = files, []
         self.office = types.SimpleNamespace(profile="/var/lib/desktop/lo-profile")
-        self.sandbox = types.SimpleNamespace(read=lambda path, limit=-1: files.get(path))
+        self.sandbox = FakeSandbox(files)
 
 
 def get(files: dict[str, bytes], spec: dict, out: Path):

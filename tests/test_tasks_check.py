@@ -135,7 +135,9 @@ def rule_task(command, shell=False) -> dict:
     (["/bin/bash", "-c", "cd /home/user/repo; git log --oneline | head -n 1"], "git runs the programs"),
     ("./run.sh && echo ok", "it runs ./run.sh"),
     (["sh", "-c", "bash -x /tmp/check.sh"], "bash runs /tmp/check.sh"),
+    (["python", "-c", "from InstructorEmbedding import INSTRUCTOR;"], "python imports InstructorEmbedding"),
     (["python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 's');"], ""),  # a module of the system's
+    (["python3", "-c", "import json, os.path; print(json.dumps(1))"], ""),  # the standard library's
     (["code", "--list-extensions", "|", "grep", "mattn.lisp"], ""),  # the desktop's own launcher
     ("cat ~/.bash_history | grep -E 'soffice'", ""),  # reads the agent's files: that is the state scored
     (["libreoffice", "--convert-to", "csv", "--outdir", "/home/user", "/home/user/a.xlsx"], ""),
@@ -156,10 +158,11 @@ def test_tasks_check_counts_the_tasks_scored_by_the_agents_files_apart(tmp_path)
 
 
 @pytest.mark.skipif(not OSWORLD.exists(), reason="needs ../shared/osworld")
-def test_the_osworld_tasks_scored_by_the_agents_files_are_these_eight():
+def test_the_osworld_tasks_scored_by_the_agents_files_are_these_nine():
     flagged = {p.stem[:8] for p in OSWORLD.rglob("*.json") if load_task(p).agent_code()}
     assert flagged == {"2c9fc0de", "ce2b64a2", "da922383", "4d117223", "5c1075ca", "5ced85fc", "7b6c7e24",
-                       "bb5e4c0d"}  # git log; two scripts of the agent's; three eval.sh; firefox_decrypt.py twice
+                       "bb5e4c0d", "69acbb55"}  # git log; two scripts of the agent's; three eval.sh;
+    # firefox_decrypt.py twice; a module the agent installs (InstructorEmbedding)
 
 
 def test_tasks_check_skips_a_fifo_named_json_without_opening_it(tmp_path):

@@ -3,16 +3,20 @@
 An evaluation's commands run beside the keeper, where nothing the agent left running can touch them,
 in an environment nothing in its home hooks into (setup.TRUSTED_ENV). But some of OSWorld's tasks score
 by running a file that lives where the agent writes: `bash eval.sh` in its home, a script the task
-copied there, the agent's own script (`python ~/Desktop/script.py`), or git, which runs the programs
-the repository's own configuration names. Their output is whatever the agent made that file print, so
+copied there, the agent's own script (`python ~/Desktop/script.py`), a module the agent was to install
+(`python -c "from X import Y"`), or git, which runs the programs the repository's own configuration
+names. Such a command runs in the agent's own environment, as on OSWorld's VM (what it checks is that
+environment); every other runs in the fixed one. Their output is whatever the agent made that file print, so
 no sandbox can make such a score unforgeable: the score is marked (`Score.agent_code`, the rollout's
 `info["agent_code"]`) and `tasks check` lists these tasks apart.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import shlex
+import sys
 from typing import Any
 
 INTERPRETERS = {"bash", "sh", "dash", "zsh", "python", "python3", "node", "perl", "ruby", "source", "."}
@@ -20,6 +24,7 @@ SEPARATORS = {";", "&&", "||", "|", "&", "then", "do", "else", "(", "$("}
 WRITABLE = ("/home/user/", "~/", "$HOME/", "${HOME}/", "/tmp/", "/dev/shm/", "./")  # the agent's, all of them
 RUNS_WHAT_ITS_FILES_SAY = {"git": "git runs the programs the repository's own configuration names"}
 COMMAND_GETTERS = {"vm_command_line", "vm_command_error"}
+SYSTEM_MODULES = {"pyautogui"}  # what the desktop's own python3 has beside its standard library (compat/)
 
 
 def evaluation_commands(evaluator: dict[str, Any]) -> list[list[str] | str]:
@@ -36,7 +41,7 @@ def evaluation_commands(evaluator: dict[str, Any]) -> list[list[str] | str]:
 
 def agent_code(evaluator: dict[str, Any]) -> list[str]:
     """Why the evaluation's output can be the agent's own (one line per command that runs its files)."""
-    return [f"{_shown(c)}: {why}" for c in evaluation_commands(evaluator) if (why := _runs_agent_file(c))]
+    return [f"{_shown(c)}: {why}" for c in evaluation_commands(evaluator) if (why := runs_agent_code(c))]
 
 
 def _shown(command) -> str:
@@ -57,7 +62,21 @@ def _writable(word: str) -> bool:
     return word.startswith(WRITABLE) or ("/" not in word and os.path.splitext(word)[1] in (".sh", ".py", ".js"))
 
 
-def _runs_agent_file(command) -> str:
+def _imports_agent_module(code: str) -> str:
+    """The first module `python -c CODE` imports that is neither the standard library's nor the system's:
+    one the agent installs (OSWorld's "make `from X import Y` work" tasks), so its code runs there."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return ""
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
+    return next((m for m in names if m.split(".")[0] not in sys.stdlib_module_names | SYSTEM_MODULES), "")
+
+
+def runs_agent_code(command) -> str:
+    """Why a command runs code the agent can write ('' when it runs none): such a command runs in the
+    agent's own environment, as on OSWorld's VM, since what it checks is that environment."""
     words = _words(command)
     for i, word in enumerate(words):
         starts = i == 0 or words[i - 1] in SEPARATORS or words[i - 1].endswith((";", "&&", "|"))
@@ -71,7 +90,9 @@ def _runs_agent_file(command) -> str:
             while rest and rest[0].startswith("-") and rest[0] != "-c":
                 rest = rest[1:]
             if rest[:1] == ["-c"] and len(rest) > 1:
-                if why := _runs_agent_file(rest[1]):
+                module = _imports_agent_module(rest[1]) if program.startswith("python") else ""
+                if why := module and f"{program} imports {module}, which the agent installs" \
+                        or runs_agent_code(rest[1]):
                     return why
             elif rest and _writable(rest[0]):
                 return f"{program} runs {rest[0]}, which the agent can rewrite"

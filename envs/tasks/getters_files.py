@@ -98,7 +98,7 @@ def vm_command_error(desktop: "Desktop", spec: dict, out: Path, budget: Budget) 
         command = [desktop_path(c) if isinstance(c, str) and c.startswith("~/") else c for c in command]
     argv = _argv(command, shell)
     try:
-        r = desktop.sandbox.run(argv, env=budget.env(desktop), timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
+        r = desktop.sandbox.run(argv, env=budget.env(desktop, argv), timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
     except SandboxError:
         budget.left(1.0)  # a spent budget is the evaluation's failure, not the command's
         desktop.setup_notes.append(f"vm_command_error: {shlex.join(argv)[:200]} did not finish")

@@ -91,8 +91,8 @@ def _files(*keys: str) -> Callable[[Any], str]:
 # read ~/.bash_history, VS Code's extensions…), so what a program would load from there is switched off:
 # Python's user site (a .pth file there runs at every start) and its current folder on sys.path (a
 # ~/pyautogui.py would shadow the module a postconfig imports), git's and pip's user configuration
-# (git runs the programs its configuration names). A command that runs a file of the agent's is
-# another matter: the task says so (Task.agent_code).
+# (git runs the programs its configuration names). A command that runs the agent's own code anyway (a
+# file of its, a module it installs) runs as the agent's own would, and its task says so (Task.agent_code).
 TRUSTED_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
                "PIP_CONFIG_FILE": "/dev/null"}
 
@@ -108,10 +108,14 @@ class Budget:
     def of(cls, trusted: bool = False) -> "Budget":
         return cls(time.monotonic() + SETUP_BUDGET_S, trusted)
 
-    def env(self, desktop: "Desktop") -> dict[str, str]:
-        """The environment of the steps' commands: the desktop's; for an evaluation's, one that nothing the
-        agent left in its home can hook into (see TRUSTED_ENV)."""
-        return {**desktop.env, **TRUSTED_ENV} if self.trusted else desktop.env
+    def env(self, desktop: "Desktop", argv: list[str] = ()) -> dict[str, str]:
+        """The environment of the steps' command `argv`: the desktop's; for an evaluation's, one that nothing
+        the agent left in its home can hook into (see TRUSTED_ENV), unless the command runs the agent's own
+        code anyway (its task is then marked: agent_code.py)."""
+        from computerrl.envs.tasks.agent_code import runs_agent_code
+
+        isolated = self.trusted and not (argv and runs_agent_code(list(argv)))
+        return {**desktop.env, **TRUSTED_ENV} if isolated else desktop.env
 
     def left(self, at_most: float) -> float:
         """Seconds a step may take (at most `at_most`); SetupError once the budget is spent."""
@@ -365,7 +369,7 @@ def execute(desktop: "Desktop", budget: Budget, command: list[str] | str, shell:
 
     argv = _argv(command, shell)
     try:
-        r = desktop.sandbox.run(argv, env=budget.env(desktop), timeout_s=budget.left(COMMAND_TIMEOUT_S),
+        r = desktop.sandbox.run(argv, env=budget.env(desktop, argv), timeout_s=budget.left(COMMAND_TIMEOUT_S),
                                 trusted=budget.trusted)
     except SandboxError as e:
         raise SetupError(f"command {shlex.join(argv)[:200]}: {e}") from None
