@@ -207,21 +207,23 @@ def test_the_open_project_task_asks_vscode_through_its_evaluation_extension(env,
              HF + "53ad5833-3455-407b-bbc6-45b4c79ab8fb/settings.json": "settings.json"}
     (tmp_path / "index.json").write_text(json.dumps(index))
     server[0].slots[0].desktop.file_cache = tmp_path  # white box: the server's --cache
+    env.reset(options={"task": OPEN_PROJECT})
+    for code in ("Agent.open_app('terminal')", "Agent.type(text='code -r ~/project', enter=True)"):
+        act(env, code)
+    wait_for_window(env, "project - Visual Studio Code")  # code-server reloads its page on the folder
+    _, reward, terminated, _, info = env.step(response("Agent.exit(True)"))
+    assert terminated and reward == 1.0, info["score_detail"]
+    assert "VS Code" in info["agent_code"]  # its extensions are the agent's to install: the score is marked
+    # VS Code open on no folder, the answer written where the extension writes it: not believed
     reward, info = play(env, OPEN_PROJECT, ["Agent.open_app('terminal')",
-                                            "Agent.type(text='code -r ~/project', enter=True)"]
-                        + ["Agent.wait()"] * 3 + ["Agent.exit(True)"])
-    assert reward == 1.0, info["score_detail"]
-    reward, info = play(env, OPEN_PROJECT, ["Agent.exit(True)"])  # VS Code open on no folder
+                                            "Agent.type(text='echo -n project > ~/OpenProject.txt', enter=True)",
+                                            "Agent.exit(True)"])
     assert reward == 0.0, info["score_detail"]
     # `code FOLDER` with a window open opens another window, as VS Code's command line does
     env.reset(options={"task": OPEN_PROJECT})
     for code in ("Agent.open_app('terminal')", "Agent.type(text='code ~/project', enter=True)"):
         act(env, code)
-    for _ in range(20):
-        obs, _ = act(env, "Agent.wait()")
-        if any(w["title"] == "project - Visual Studio Code" for w in obs["windows"]):
-            break
-    titles = [w["title"] for w in obs["windows"]]
+    titles = wait_for_window(env, "project - Visual Studio Code")
     assert "project - Visual Studio Code" in titles and "Visual Studio Code" in titles, titles
 
 
@@ -255,3 +257,13 @@ def test_code_tools_open_compare_and_manage_extensions_in_a_real_vscode(env, ser
     assert "Settings Sync" in info["exec_result"] and info["action_valid"]
     obs, info = act(env, "CodeTools.launch_vscode('/etc')")
     assert "outside the home folder" in info["exec_result"]
+
+
+def wait_for_window(env, title: str, waits: int = 20) -> list[str]:
+    """The agent waits, a step at a time, until a window has this title: the titles then."""
+    for _ in range(waits):
+        obs, _ = act(env, "Agent.wait()")
+        titles = [w["title"] for w in obs["windows"]]
+        if title in titles:
+            break
+    return titles

@@ -24,6 +24,9 @@ SEPARATORS = {";", "&&", "||", "|", "&", "then", "do", "else", "(", "$("}
 WRITABLE = ("/home/user/", "~/", "$HOME/", "${HOME}/", "/tmp/", "/dev/shm/", "./")  # the agent's, all of them
 RUNS_WHAT_ITS_FILES_SAY = {"git": "git runs the programs the repository's own configuration names"}
 COMMAND_GETTERS = {"vm_command_line", "vm_command_error"}
+# getters whose file a program of the agent's writes: VS Code runs whatever extensions the agent installed,
+# and one of them may register the evaluator's command name
+AGENT_WRITTEN = {"vscode_config": "VS Code, which runs the agent's extensions, writes the file it reads"}
 SYSTEM_MODULES = {"pyautogui"}  # what the desktop's own python3 has beside its standard library (compat/)
 
 
@@ -31,17 +34,21 @@ def evaluation_commands(evaluator: dict[str, Any]) -> list[list[str] | str]:
     """The commands an evaluation runs: postconfig's execute steps and the command getters."""
     steps = [s.get("parameters", {}).get("command") for s in evaluator.get("postconfig", [])
              if s.get("type") in ("execute", "command")]
-    getters = []
-    for key in ("result", "expected"):
-        spec = evaluator.get(key)
-        getters += spec if isinstance(spec, list) else [spec] if spec else []
-    return [c for c in steps + [g.get("command") for g in getters if isinstance(g, dict)
-                                and g.get("type") in COMMAND_GETTERS] if c]
+    return [c for c in steps + [g.get("command") for g in _getters(evaluator) if g.get("type") in COMMAND_GETTERS] if c]
 
 
 def agent_code(evaluator: dict[str, Any]) -> list[str]:
     """Why the evaluation's output can be the agent's own (one line per command that runs its files)."""
-    return [f"{_shown(c)}: {why}" for c in evaluation_commands(evaluator) if (why := runs_agent_code(c))]
+    return [f"{_shown(c)}: {why}" for c in evaluation_commands(evaluator) if (why := runs_agent_code(c))] \
+        + [f"{g['type']}: {AGENT_WRITTEN[g['type']]}" for g in _getters(evaluator) if g.get("type") in AGENT_WRITTEN]
+
+
+def _getters(evaluator: dict[str, Any]) -> list[dict]:
+    specs = []
+    for key in ("result", "expected"):
+        spec = evaluator.get(key)
+        specs += spec if isinstance(spec, list) else [spec] if spec else []
+    return [g for g in specs if isinstance(g, dict)]
 
 
 def _shown(command) -> str:

@@ -277,6 +277,11 @@ def vm_wallpaper(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> s
 
 
 PALETTE_S = 0.5  # for VS Code's command palette to open, and for a command to start, before the next key
+# for the window the postconfig just activated to pass the keyboard into its page: sooner, Chromium takes
+# ctrl+shift+p as its own (its print dialog) and the command never runs (OSWorld's VM had its HTTP hops)
+FOCUS_S = 1.0
+PALETTE_TRIES = 3  # a busy desktop opens the palette late and the name goes elsewhere: Escape, slower again
+COMMAND_S = 3.0  # for the command's file to appear
 
 
 @getter("vscode_config", vscode_extension_command=(_string, True), path=(_string, True), dest=(_string, True))
@@ -284,15 +289,27 @@ def vscode_config(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> 
     """OSWorld's: run a VS Code command from the command palette (ctrl+shift+p, its name, Enter) in the
     focused window, then read the file it writes. The tasks install an evaluation extension whose
     command writes what it finds (the open folder's name); the keys are the evaluator's, typed on the
-    desktop's screen as OSWorld's replay types them."""
+    desktop's screen as OSWorld's replay types them. The file is removed first, so what the agent left
+    there is never the answer; VS Code runs the agent's extensions too, so the task is marked
+    (agent_code.py)."""
     import time
 
     from computerrl.envs.tasks.setup import _xdotool
 
-    _xdotool(desktop, "key", "--clearmodifiers", "ctrl+shift+p")
-    time.sleep(PALETTE_S)
-    _xdotool(desktop, "type", "--clearmodifiers", "--delay", "10", "--", spec["vscode_extension_command"])
-    time.sleep(PALETTE_S)
-    _xdotool(desktop, "key", "--clearmodifiers", "Return")
-    time.sleep(1.0)
+    path = desktop_path(spec["path"])
+    argv = ["rm", "-f", "--", path]
+    desktop.sandbox.run(argv, env=budget.env(desktop, argv), timeout_s=budget.left(5.0), trusted=budget.trusted)
+    time.sleep(FOCUS_S)
+    for attempt in range(1, PALETTE_TRIES + 1):
+        _xdotool(desktop, "key", "--clearmodifiers", "ctrl+shift+p")
+        time.sleep(PALETTE_S * attempt)
+        _xdotool(desktop, "type", "--clearmodifiers", "--delay", "10", "--", spec["vscode_extension_command"])
+        time.sleep(PALETTE_S * attempt)
+        _xdotool(desktop, "key", "--clearmodifiers", "Return")
+        deadline = time.monotonic() + budget.left(COMMAND_S)
+        while time.monotonic() < deadline:
+            time.sleep(0.25)
+            if desktop.sandbox.read(path, limit=0) is not None:  # written
+                return vm_file(desktop, {"path": spec["path"], "dest": spec["dest"]}, out, budget)
+        _xdotool(desktop, "key", "--clearmodifiers", "Escape")
     return vm_file(desktop, {"path": spec["path"], "dest": spec["dest"]}, out, budget)
