@@ -41,11 +41,11 @@ test *args: install
 test-fast *args: install
     {{venv}}/python -m pytest -q -m "not desktop" {{args}}
 
-# Regenerate the gRPC stubs from envs/proto/env.proto.
+# Regenerate the gRPC stubs from envs/service/proto/env.proto.
 [group("dev")]
 proto:
-    cd envs/proto && {{venv}}/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. env.proto
-    sed -i 's/^import env_pb2 as env__pb2/from computerrl.envs.proto import env_pb2 as env__pb2/' envs/proto/env_pb2_grpc.py
+    cd envs/service/proto && {{venv}}/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. env.proto
+    sed -i 's/^import env_pb2 as env__pb2/from computerrl.envs.service.proto import env_pb2 as env__pb2/' envs/service/proto/env_pb2_grpc.py
 
 # Start real desktops behind env servers and supervise them (Ctrl-C stops).
 [group("stages")]
@@ -95,7 +95,7 @@ demo *args: install
 # Start desktops and play a scripted episode in each (no model): a look at the env service alone.
 [group("pipelines")]
 desktops-demo count=envs: install
-    {{venv}}/python -m computerrl.envs.demo --count {{count}} --out {{runs}}/desktops-demo
+    {{venv}}/python -m computerrl.envs.fleet.demo --count {{count}} --out {{runs}}/desktops-demo
 
 # The paper's recipe on GPUs: BC → RL → Entropulse → RL with eval on OSWorld after each phase (the `osworld`
 # preset; add --set KEY=VALUE to change a setting, --dry-run to see the commands).
@@ -146,4 +146,4 @@ tasks-build out=(runs / "tasks") *args="":
 # Build the desktop image for --backend docker from Debian's and PyPI's packages alone (root, an engine at $DOCKER_HOST; --slim: Calc only).
 [group("setup")]
 docker-image *args:
-    bash envs/docker_image.sh {{args}}
+    bash envs/fleet/docker_image.sh {{args}}

@@ -11,8 +11,8 @@ APT_PACKAGES=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core 
   xterm x11-utils procps fonts-dejavu-core chromium socat vlc gimp thunderbird libatk-adaptor nautilus wmctrl desktop-file-utils
   python3-pygame  # the Python projects OSWorld's tasks hand the agent (multi_apps/9219480b: a tetris game)
   libglib2.0-bin dconf-gsettings-backend dconf-service gsettings-desktop-schemas  # GNOME's settings: the wallpaper
-  ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev  # VS Code (envs/install_code_server.sh)
-  docker.io apparmor debootstrap iproute2)  # the docker backend's tests: private engines (envs/private_engine.py), the image's base
+  ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev  # VS Code (envs/desktop/install_code_server.sh)
+  docker.io apparmor debootstrap iproute2)  # the docker backend's tests: private engines (envs/fleet/private_engine.py), the image's base
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 missing=()
@@ -27,7 +27,7 @@ fi
 
 # VS Code for OSWorld's VS Code tasks: code-server from npm, built for Node.js 20. Without that Node.js
 # the desktop has no VS Code (tasks check names those tasks, their tests are skipped, saying why).
-rc=0; $SUDO bash envs/install_code_server.sh || rc=$?
+rc=0; $SUDO bash envs/desktop/install_code_server.sh || rc=$?
 if [ "$rc" = 2 ]; then echo "install.sh: VS Code left out (it needs Node.js 20)" >&2; elif [ "$rc" != 0 ]; then exit "$rc"; fi
 
 PY=${PYTHON:-python3}

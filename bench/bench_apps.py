@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from computerrl.bench.bench_envs import pss_mb
-from computerrl.envs.client import DesktopEnv, EnvClient
-from computerrl.envs.pool import wait_healthy
-from computerrl.envs.server import EnvServer
+from computerrl.envs.service.client import DesktopEnv, EnvClient
+from computerrl.envs.fleet.pool import wait_healthy
+from computerrl.envs.service.server import EnvServer
 
 APPS = {  # app -> the setup steps that open it, as OSWorld's tasks do
     "calc": [{"type": "launch", "parameters": {"command": ["libreoffice", "--calc"]}}],

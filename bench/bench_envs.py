@@ -33,10 +33,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from computerrl.envs.backends.base import make_backend
-from computerrl.envs.client import DesktopEnv, EnvClient
-from computerrl.envs.scripted import calc_episode, response
-from computerrl.envs.supervisor import HEALTHY, Supervisor
+from computerrl.envs.fleet.backends.base import make_backend
+from computerrl.envs.service.client import DesktopEnv, EnvClient
+from computerrl.envs.service.scripted import calc_episode, response
+from computerrl.envs.fleet.manifest import HEALTHY
+from computerrl.envs.fleet.supervisor import Supervisor
 
 STEP_ACTIONS = ["Agent.type(text='1234', enter=True)", "Agent.hotkey(['ctrl', 'Home'])", "Agent.click([300, 300])",
                 "Agent.hotkey(['down'])"]
@@ -132,7 +133,7 @@ def throughput(clients: list[EnvClient], seconds: float) -> float:
 def backend_options(name: str, args, cache: Path) -> dict:
     """The options of `make_backend(name, …)` for this bench: every server reads the bench's file cache."""
     if name == "docker":
-        from computerrl.envs.backends.docker import engine_urls
+        from computerrl.envs.fleet.backends.docker import engine_urls
 
         return {"image": args.docker_image, "hosts": engine_urls(args.docker_hosts) or None,
                 "cache": str(cache.resolve())}

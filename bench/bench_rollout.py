@@ -44,9 +44,9 @@ import time
 from pathlib import Path
 
 from computerrl.apis.parser import format_answer
-from computerrl.envs.backends.local import LocalBackend
-from computerrl.envs.episode import play
-from computerrl.envs.pool import EnvPool, wait_healthy
+from computerrl.envs.fleet.backends.local import LocalBackend
+from computerrl.envs.service.episode import play
+from computerrl.envs.fleet.pool import EnvPool, wait_healthy
 from computerrl.policy import agent
 from computerrl.policy.agent import Decision
 
@@ -193,7 +193,7 @@ def main() -> None:
     from computerrl.cli.schedule import PRESETS
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.data.suites.build import generate, task_rows, write_files
+    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
     from computerrl.envs.tasks.task_set import load_task_set
     from computerrl.policy.checkpoint import embedded_checkpoint
     from computerrl.policy.engines import Sampling, make_engine

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from computerrl.data.suites import all_templates
-from computerrl.data.suites.build import generate, write_files
+from computerrl.envs.tasks.suites import all_templates
+from computerrl.envs.tasks.suites.build import generate, write_files
 from computerrl.stages.tasks_build import BuildConfig, _replay
 
 

@@ -1,4 +1,4 @@
-"""`computerrl console`: the web console of a `spawn-envs` fleet (envs/console.py)."""
+"""`computerrl console`: the web console of a `spawn-envs` fleet (envs/fleet/console.py)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def command(
                                                    "not cross the network in clear.")] = "",
     ssl_keyfile: Annotated[str, typer.Option(help="The certificate's private key (PEM).")] = "",
 ):
-    from computerrl.envs.backends.base import is_loopback
-    from computerrl.envs.console import TOKEN_FILE, server
-    from computerrl.envs.manifest import manifest_path
+    from computerrl.envs.fleet.backends.base import is_loopback
+    from computerrl.envs.fleet.console import TOKEN_FILE, server
+    from computerrl.envs.fleet.manifest import manifest_path
 
     if not manifest_path(envs).exists():
         raise typer.BadParameter(f"{envs} has no env manifest: start a fleet with `computerrl spawn-envs --out "

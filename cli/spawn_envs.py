@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from computerrl.cli.options import Backend, OutDir
-from computerrl.envs.sandbox import Limits
+from computerrl.envs.desktop.sandbox import Limits
 from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
 
 HELP = "Start and supervise real desktops behind gRPC env servers; writes the env manifest."

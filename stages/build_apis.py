@@ -269,8 +269,8 @@ def _sample_tasks(cfg: BuildApisConfig) -> list[dict]:
 def _build_all(cfg: BuildApisConfig, llm: Llm, todo: list[Spec], journal: Path, built: dict, console) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from computerrl.envs.client import EnvError
-    from computerrl.envs.pool import EnvPool
+    from computerrl.envs.service.client import EnvError
+    from computerrl.envs.fleet.pool import EnvPool
 
     pool = EnvPool.from_manifest(cfg.envs, call_timeout_s=cfg.timeout_s + 60)
     lock = threading.Lock()

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from computerrl.data.files import write_atomic
 from computerrl.data.stats import action_function, action_key, entropy, pass_at_k, wilson
-from computerrl.envs.episode import EVALUATOR_ERROR
-from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
+from computerrl.envs.service.episode import EVALUATOR_ERROR
+from computerrl.envs.service.trajectories import Journal, plan, play_on_envs, step_dataset
 from computerrl.policy.session import PlayConfig
 
 

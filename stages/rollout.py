@@ -1,10 +1,10 @@
 """`computerrl rollout`: the policy plays every task G times on the desktops of a `spawn-envs` run.
 
 For each task its G samples start together, spread over the pool's desktops; each desktop has a
-worker thread running the episode loop (`envs.episode.play`), and the policy's batcher gathers the
+worker thread running the episode loop (`envs.service.episode.play`), and the policy's batcher gathers the
 answers pending on all desktops into one generate call, so the model works on one batch while the
 desktops carry out the last one. Rows follow DESIGN.md's step schema; rewards are the step-level
-rule (`envs.episode.step_reward`). A trajectory whose desktop was lost is kept with `error` set
+rule (`envs.service.episode.step_reward`). A trajectory whose desktop was lost is kept with `error` set
 (aborted, never a failure) and the stage goes on: the pool replaces the desktop from the manifest
 that `spawn-envs` rewrites.
 
@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 
 from computerrl.envs.tasks.task_set import TaskItem
-from computerrl.envs.trajectories import Journal, plan, play_on_envs, step_dataset
+from computerrl.envs.service.trajectories import Journal, plan, play_on_envs, step_dataset
 from computerrl.policy.session import PlayConfig
 
 

@@ -35,8 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-from computerrl.envs.pidfile import PID_FILE, is_supervisor, supervisor_pid
-from computerrl.envs.sandbox import Limits
+from computerrl.envs.fleet.pidfile import PID_FILE, is_supervisor, supervisor_pid
+from computerrl.envs.desktop.sandbox import Limits
 
 LOG_FILE, CONFIG_FILE = "supervisor.log", "spawn-envs.json"
 
@@ -93,7 +93,7 @@ class SpawnEnvsConfig:
 
 
 def _backend(cfg: SpawnEnvsConfig):
-    from computerrl.envs.backends.base import make_backend
+    from computerrl.envs.fleet.backends.base import make_backend
 
     options = {}
     limits = ("--home-mb", str(cfg.home_mb), "--tmp-mb", str(cfg.tmp_mb), "--shm-mb", str(cfg.shm_mb),
@@ -103,7 +103,7 @@ def _backend(cfg: SpawnEnvsConfig):
                 *(["--apis", str(cfg.apis)] if cfg.apis else []), *limits]
         options = {"workdir": cfg.out / "state", "server_args": tuple(args)}
     elif cfg.backend == "docker":
-        from computerrl.envs.backends.docker import engine_urls
+        from computerrl.envs.fleet.backends.docker import engine_urls
 
         hosts = engine_urls(cfg.docker_hosts)
         options = {"image": cfg.docker_image, "hosts": hosts or None, "publish_ip": cfg.publish_ip,
@@ -130,9 +130,9 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
     from rich.live import Live
 
     from computerrl.data.datasets_io import lineage
-    from computerrl.envs import control
-    from computerrl.envs.manifest import write_manifest
-    from computerrl.envs.supervisor import HEALTHY, Supervisor
+    from computerrl.envs.fleet import control
+    from computerrl.envs.fleet.manifest import HEALTHY, write_manifest
+    from computerrl.envs.fleet.supervisor import Supervisor
 
     cfg.out.mkdir(parents=True, exist_ok=True)
     (cfg.out / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=2, default=str))
@@ -153,7 +153,7 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
             sup.start_all(on_change=lambda: live.update(_table(sup)))
             save()
             if cfg.console:
-                from computerrl.envs.console import TOKEN_FILE, server
+                from computerrl.envs.fleet.console import TOKEN_FILE, server
 
                 try:
                     web = server(cfg.out, port=cfg.console).start()
@@ -207,7 +207,7 @@ def _table(sup):
 def _detach(cfg: SpawnEnvsConfig) -> int:
     """Re-run this command without --detach in its own session; wait until its manifest is healthy."""
     from computerrl.data.datasets_io import LINEAGE_FILE
-    from computerrl.envs.manifest import MANIFEST_DIR, read_manifest
+    from computerrl.envs.fleet.manifest import MANIFEST_DIR, read_manifest
 
     cfg.out.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "computerrl.cli.main", "spawn-envs"]
@@ -247,7 +247,7 @@ def _detach(cfg: SpawnEnvsConfig) -> int:
 
 def _stopper(backend: str, handles: list):
     """A backend able to stop these handles, whichever process or host started them."""
-    from computerrl.envs.backends.base import make_backend
+    from computerrl.envs.fleet.backends.base import make_backend
 
     if backend == "docker":  # every engine of the fleet, with its token (its containers' label); publish_ip
         # only matters for starting
@@ -259,7 +259,7 @@ def _stopper(backend: str, handles: list):
 def stop(out: Path) -> int:
     """Stop the supervisor of `out` (it stops its servers), then any server its manifest still lists."""
     from computerrl.data.datasets_io import LINEAGE_FILE
-    from computerrl.envs.manifest import MANIFEST_DIR, read_manifest, write_manifest
+    from computerrl.envs.fleet.manifest import MANIFEST_DIR, read_manifest, write_manifest
 
     pid = supervisor_pid(out)
     if pid:

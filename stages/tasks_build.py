@@ -5,7 +5,7 @@ Instances come from templates × parameters (`data.suites`), split so that train
 (`--rl`, from train's templates too: tasks for RL that behaviour cloning never imitated) never
 share an instance; their files go to a cache folder (`files/`, read by env servers with
 `--cache`). With `--replay` (the default) every reference solution is played on local desktops
-through the same episode loop, parser and prompt a model gets (`envs.episode`,
+through the same episode loop, parser and prompt a model gets (`envs.service.episode`,
 `policy.agent.ExpertPolicy`): a task is kept only if it scores 1.0, and the replays become the
 expert step dataset for behaviour cloning, whose `messages` are the prompts the model will see
 (built for `--model`'s tokenizer and prompt budgets).
@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
-from computerrl.data.suites import Instance, get_template
-from computerrl.data.suites.build import pick_holdout, splits, task_rows, write_files
+from computerrl.envs.tasks.suites import Instance, get_template
+from computerrl.envs.tasks.suites.build import pick_holdout, splits, task_rows, write_files
 
 JOURNAL = ".replays.jsonl"  # replays of a build in progress, one JSON line each: a rerun resumes from them
 
@@ -137,8 +137,8 @@ def replay_all(pool, instances: list[Instance], expert_prompt, *, on_done: Calla
     `expert_prompt`: (Budgets, count_tokens) the expert's chats are built with. Trajectories come
     back in the order of `instances`.
     """
-    from computerrl.envs.client import EnvError
-    from computerrl.envs.episode import Trajectory, play
+    from computerrl.envs.service.client import EnvError
+    from computerrl.envs.service.episode import Trajectory, play
     from computerrl.policy.agent import ExpertPolicy
 
     def one(inst: Instance) -> Trajectory:
@@ -165,7 +165,7 @@ class _Journal:
     line is the config: a journal of another config (seed, counts, templates) is started afresh."""
 
     def __init__(self, path: Path, cfg: BuildConfig):
-        from computerrl.envs.episode import Trajectory
+        from computerrl.envs.service.episode import Trajectory
 
         self.path, self.lock, self.done = path, threading.Lock(), []
         key = json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("envs", "workdir")},
@@ -190,8 +190,8 @@ def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> 
     """Start `cfg.envs` local env servers reading out/files, replay every instance, stop them."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from computerrl.envs.backends.local import LocalBackend
-    from computerrl.envs.pool import EnvPool, wait_healthy
+    from computerrl.envs.fleet.backends.local import LocalBackend
+    from computerrl.envs.fleet.pool import EnvPool, wait_healthy
     from computerrl.policy.checkpoint import prompt_settings, resolve
 
     journal = _Journal(out / JOURNAL, cfg)

@@ -20,10 +20,10 @@ import pytest
 # process, which the product never does, so the policy stack is imported before any uno.
 import transformers.modeling_utils  # noqa: F401, E402
 
-from computerrl.envs.client import DesktopEnv, EnvClient
-from computerrl.envs.pool import wait_healthy
-from computerrl.envs.scripted import response
-from computerrl.envs.server import EnvServer
+from computerrl.envs.service.client import DesktopEnv, EnvClient
+from computerrl.envs.fleet.pool import wait_healthy
+from computerrl.envs.service.scripted import response
+from computerrl.envs.service.server import EnvServer
 
 
 @pytest.fixture(scope="module")

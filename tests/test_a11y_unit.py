@@ -1,4 +1,4 @@
-"""Linearization, pruning and D-Bus marshalling of envs/a11y.py on synthetic data (no desktop)."""
+"""Linearization, pruning and D-Bus marshalling of envs/desktop/a11y.py on synthetic data (no desktop)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from jeepney import DBusAddress, new_error, new_method_call, new_method_return
 from jeepney.low_level import Message
 
-from computerrl.envs.a11y import A11yError, A11yReader, Node, RawNode, _call, _replies, linearize, prune
+from computerrl.envs.desktop.a11y import A11yError, A11yReader, Node, RawNode, _call, _replies, linearize, prune
 
 
 def raw(path, parent, role="push button", name="", box=(0, 0, 10, 10), **kw):

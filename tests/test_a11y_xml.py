@@ -1,4 +1,4 @@
-"""The desktop's whole accessibility tree as OSWorld's XML (envs/a11y_xml.py), the `accessibility_tree`
+"""The desktop's whole accessibility tree as OSWorld's XML (envs/desktop/a11y_xml.py), the `accessibility_tree`
 getter and the metrics that read it: real OSWorld tasks in a real desktop, and the metrics on trees
 written here."""
 
@@ -9,7 +9,7 @@ from lxml import etree
 
 import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
 from conftest import act, play
-from computerrl.envs.a11y_xml import NS
+from computerrl.envs.desktop.a11y_xml import NS
 from computerrl.envs.tasks.registry import METRICS
 
 # OSWorld's libreoffice_impress/ef9d12bd-bcee-4ba0-a40e-918400f43ddf.json, as it is

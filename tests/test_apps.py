@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from computerrl.envs.client import DesktopEnv
-from computerrl.envs.scripted import response
+from computerrl.envs.service.client import DesktopEnv
+from computerrl.envs.service.scripted import response
 
 pytestmark = pytest.mark.desktop
 

@@ -146,7 +146,7 @@ def run_dir(tmp_path_factory):
     """Generated Calc tasks (with reference solutions) and two desktops behind a detached spawn-envs."""
     import datasets
 
-    from computerrl.data.suites.build import generate, task_rows, write_files
+    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
 
     root = tmp_path_factory.mktemp("build-apis")
@@ -165,8 +165,8 @@ def config(root: Path, out: str, replay: Path, **options) -> BuildApisConfig:
 
 
 def test_a_written_transcript_builds_what_passes_and_rejects_the_rest_with_its_reason(run_dir):
-    from computerrl.envs.client import EnvClient
-    from computerrl.envs.manifest import read_manifest
+    from computerrl.envs.service.client import EnvClient
+    from computerrl.envs.fleet.manifest import read_manifest
 
     summary = run(config(run_dir, "apis", run_dir / "written.jsonl"))
     rows = {r["name"]: r for r in load(run_dir / "apis" / "dataset")}
@@ -241,7 +241,7 @@ def test_an_accepted_api_runs_in_a_rollout_step_and_changes_the_document(run_dir
 
 
 def rollout_step_with(run_dir: Path) -> None:
-    from computerrl.envs.pool import EnvPool
+    from computerrl.envs.fleet.pool import EnvPool
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
 
     assert spawn(SpawnEnvsConfig(out=run_dir / "envs-apis", count=1, apis=run_dir / "apis", detach=True)) == 0

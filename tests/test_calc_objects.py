@@ -9,7 +9,7 @@ import openpyxl
 import pytest
 
 from conftest import play
-from computerrl.envs.client import DesktopEnv
+from computerrl.envs.service.client import DesktopEnv
 
 pytestmark = pytest.mark.desktop
 

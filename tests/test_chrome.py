@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 
 from conftest import play
-from computerrl.envs.client import DesktopEnv
-from computerrl.envs.scripted import response
+from computerrl.envs.service.client import DesktopEnv
+from computerrl.envs.service.scripted import response
 from computerrl.envs.tasks.chrome import HISTORY_TEMPLATE
 
 pytestmark = pytest.mark.desktop
@@ -235,7 +235,7 @@ def test_the_launchers_on_the_desktop_are_read(env, server):
 
 def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
     from computerrl.envs.tasks.chrome import pdf_from_url
-    from computerrl.envs.tasks.metrics_media import compare_pdfs, pdf_text
+    from computerrl.envs.tasks.metrics.media import compare_pdfs, pdf_text
     from computerrl.envs.tasks.setup import Budget
 
     desktop = server[0].slots[0].desktop

@@ -20,7 +20,7 @@ from computerrl.cli import rollout as rollout_cli
 from computerrl.cli import sft as sft_cli
 from computerrl.cli import spawn_envs as spawn_envs_cli
 from computerrl.cli.main import app
-from computerrl.envs.pidfile import is_supervisor
+from computerrl.envs.fleet.pidfile import is_supervisor
 from computerrl.stages import eval as eval_stage
 from computerrl.stages import filter_success, grpo, rollout, sft, spawn_envs
 
@@ -87,8 +87,8 @@ def test_stop_without_a_manifest_says_so(tmp_path, capsys):
 
 
 def test_stop_stops_docker_servers_on_the_hosts_the_manifest_names(tmp_path, monkeypatch):
-    from computerrl.envs.backends.base import BACKENDS, EnvHandle
-    from computerrl.envs.manifest import read_manifest, write_manifest
+    from computerrl.envs.fleet.backends.base import BACKENDS, EnvHandle
+    from computerrl.envs.fleet.manifest import read_manifest, write_manifest
 
     made, stopped = [], []
 
@@ -99,7 +99,7 @@ def test_stop_stops_docker_servers_on_the_hosts_the_manifest_names(tmp_path, mon
         def stop(self, handle):
             stopped.append(handle.env_id)
 
-    import computerrl.envs.backends.docker  # noqa: F401 - registered before the stand-in replaces it
+    import computerrl.envs.fleet.backends.docker  # noqa: F401 - registered before the stand-in replaces it
 
     monkeypatch.setitem(BACKENDS, "docker", Recorder)
     handles = [EnvHandle(f"env-00{i}", f"gpu{i}:3000", "docker", "t", detail={"container": f"c{i}",
@@ -141,9 +141,9 @@ def test_stale_supervisor_pid_is_never_signalled_and_a_live_one_blocks_a_second_
 
 @pytest.mark.desktop
 def test_spawn_envs_detach_then_stop(tmp_path):
-    from computerrl.envs.backends.local import _alive
-    from computerrl.envs.client import EnvClient
-    from computerrl.envs.manifest import read_manifest
+    from computerrl.envs.fleet.backends.local import _alive
+    from computerrl.envs.service.client import EnvClient
+    from computerrl.envs.fleet.manifest import read_manifest
 
     out = tmp_path / "envs"
     cli = [sys.executable, "-m", "computerrl.cli.main", "spawn-envs", "--out", str(out)]
@@ -170,7 +170,7 @@ def test_spawn_envs_detach_then_stop(tmp_path):
 @pytest.mark.desktop
 def test_a_spawn_envs_killed_with_sigkill_leaves_nothing_behind(tmp_path):
     from conftest import descendants, wait_until
-    from computerrl.envs.manifest import read_manifest
+    from computerrl.envs.fleet.manifest import read_manifest
 
     out = tmp_path / "envs"
     pipes_before = set(Path("/tmp").glob("OSL_PIPE_*"))

@@ -22,10 +22,10 @@ import pytest
 
 from conftest import wait_until
 from computerrl.apis.parser import format_answer
-from computerrl.envs.client import EnvClient
-from computerrl.envs.console import console_token
-from computerrl.envs.devtools import WebSocket
-from computerrl.envs.manifest import read_manifest
+from computerrl.envs.service.client import EnvClient
+from computerrl.envs.fleet.console import console_token
+from computerrl.envs.desktop.devtools import WebSocket
+from computerrl.envs.fleet.manifest import read_manifest
 from computerrl.policy.agent import Decision
 
 pytestmark = pytest.mark.desktop
@@ -243,7 +243,7 @@ class WaitingPolicy:
 
 def test_the_page_shows_which_eval_uses_the_fleet_and_how_far_it_is(fleet, tmp_path):
     from computerrl.envs.tasks.task_set import TaskItem
-    from computerrl.envs.trajectories import Journal, play_on_envs
+    from computerrl.envs.service.trajectories import Journal, play_on_envs
 
     envs, url = fleet
     task = {"id": "look", "instruction": "Give up.", "evaluator": {"func": "infeasible"}}
@@ -265,7 +265,7 @@ def test_the_page_shows_which_eval_uses_the_fleet_and_how_far_it_is(fleet, tmp_p
 
 
 def test_drain_scale_and_remove_from_the_console_reach_the_supervisor_and_the_pool(fleet):
-    from computerrl.envs.pool import EnvPool
+    from computerrl.envs.fleet.pool import EnvPool
 
     envs, url = fleet
     token = console_token(envs)

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from conftest import act, home_of, descendants, node_center, wait_until
-from computerrl.envs.pool import wait_healthy
-from computerrl.envs.scripted import response
+from computerrl.envs.fleet.pool import wait_healthy
+from computerrl.envs.service.scripted import response
 
 pytestmark = pytest.mark.desktop
 
@@ -172,7 +172,7 @@ def test_reset_kills_what_escaped_the_process_tree(env):
 
 
 def test_a_second_reset_takes_the_desktop_and_aborts_the_first_episode(server):
-    from computerrl.envs.client import DesktopEnv, EnvError
+    from computerrl.envs.service.client import DesktopEnv, EnvError
 
     first, second = DesktopEnv(server[1], 0), DesktopEnv(server[1], 0)
     first.reset()
@@ -218,7 +218,7 @@ def test_a_desktop_that_breaks_is_replaced_and_its_episode_fails(env, server, vi
 
 def test_gymnasium_contract(server):
     """What an env checker asks: tuple shapes, types, truncation at the step cap, close twice."""
-    from computerrl.envs.client import DesktopEnv
+    from computerrl.envs.service.client import DesktopEnv
 
     env = DesktopEnv(server[1], 0, max_steps=2)
     obs, info = env.reset(seed=3, options={})
@@ -240,7 +240,7 @@ def _cmdline(pid: int) -> bytes:
 
 
 def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path, monkeypatch):
-    from computerrl.envs.desktop import Desktop
+    from computerrl.envs.desktop.desktop import Desktop
 
     monkeypatch.chdir(tmp_path)
     desktop = Desktop(Path("d")).start()  # a relative folder works too
@@ -262,7 +262,7 @@ def test_closing_a_desktop_leaves_none_of_its_processes(tmp_path, monkeypatch):
 def test_health_tells_the_fleet_what_each_desktop_does_and_a_screenshot_changes_nothing(server):
     """What the console shows per desktop comes from Health; its thumbnails from Screenshot, which
     leaves the episode as it was."""
-    from computerrl.envs.client import DesktopEnv
+    from computerrl.envs.service.client import DesktopEnv
 
     client = server[1]
     env = DesktopEnv(client, 0)

@@ -15,8 +15,8 @@ import sys
 import docker.errors
 import pytest
 
-from computerrl.envs.backends.base import BACKENDS, SERVER_PORT, EnvHandle, make_backend
-from computerrl.envs.backends.docker import DockerBackend
+from computerrl.envs.fleet.backends.base import BACKENDS, SERVER_PORT, EnvHandle, make_backend
+from computerrl.envs.fleet.backends.docker import DockerBackend
 
 _ports = itertools.count(32768)
 
@@ -123,7 +123,7 @@ def test_start_sends_server_argv_limits_and_loopback_publishing():
     assert client.base_url == "unix:///var/run/docker.sock"  # no DOCKER_HOST: local socket
     (run,) = client.runs
     assert run["image"] == "computerrl-desktop:latest"
-    assert run["command"] == ["python", "-m", "computerrl.envs.server", "--host", "0.0.0.0",
+    assert run["command"] == ["python", "-m", "computerrl.envs.service.server", "--host", "0.0.0.0",
                               "--port", "50051", "--desktops", "4"]
     assert run["nano_cpus"] == 1_000_000_000
     assert run["mem_limit"] == "1536m"
@@ -231,7 +231,7 @@ def test_missing_image_says_how_to_build_it():
     backend = DockerBackend(client_factory=NoImage)
     with pytest.raises(RuntimeError) as err:
         backend.start("env-001")
-    assert "docker build -f envs/Dockerfile -t computerrl-desktop:latest ." in str(err.value)
+    assert "docker build -f envs/fleet/Dockerfile -t computerrl-desktop:latest ." in str(err.value)
     assert FakeClient.made["unix:///var/run/docker.sock"].runs == []
 
 
@@ -270,14 +270,14 @@ def test_container_that_dies_before_publishing_is_cleaned_up():
 
 
 def test_importing_the_backend_does_not_import_the_docker_sdk():
-    code = ("import sys, computerrl.envs.backends.docker as m; "
+    code = ("import sys, computerrl.envs.fleet.backends.docker as m; "
             "assert 'docker' not in sys.modules, 'docker SDK imported eagerly'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("computerrl.envs.backends.local") is None,
-    reason="make_backend imports the local backend (envs/backends/local.py), not written yet",
+    importlib.util.find_spec("computerrl.envs.fleet.backends.local") is None,
+    reason="make_backend imports the local backend (envs/fleet/backends/local.py), not written yet",
 )
 def test_make_backend_builds_the_docker_backend():
     backend = make_backend("docker", client_factory=FakeClient)

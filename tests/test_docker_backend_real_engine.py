@@ -1,5 +1,5 @@
 """The docker backend on real Docker engines: two private `dockerd`s on this machine (own sockets, data
-roots and bridges) stand for two Docker hosts, and the slim desktop image is built by envs/docker_image.sh.
+roots and bridges) stand for two Docker hosts, and the slim desktop image is built by envs/fleet/docker_image.sh.
 
 A fleet of two containers spreads over both engines and serves a rollout and an eval of the embedded
 model; the sandbox holds inside a container; a container killed with `docker kill` is replaced and its
@@ -23,9 +23,9 @@ import pytest
 
 from conftest import wait_until
 from computerrl.data.datasets_io import load, save_atomic
-from computerrl.envs.client import DesktopEnv, EnvClient
-from computerrl.envs.manifest import read_manifest
-from computerrl.envs.scripted import response
+from computerrl.envs.service.client import DesktopEnv, EnvClient
+from computerrl.envs.fleet.manifest import read_manifest
+from computerrl.envs.service.scripted import response
 
 # The first test's setup builds the image (about 4 minutes from nothing, more on a slow network).
 pytestmark = [pytest.mark.desktop, pytest.mark.docker, pytest.mark.timeout(2400)]
@@ -40,7 +40,7 @@ def docker(engine, *args: str, **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def engines():
-    from computerrl.envs.private_engine import PrivateEngine
+    from computerrl.envs.fleet.private_engine import PrivateEngine
 
     if os.geteuid() != 0:
         pytest.skip("real Docker engines need root (dockerd)")
@@ -53,7 +53,7 @@ def engines():
             if left:
                 docker(engine, "rm", "-f", *left)
         t = time.monotonic()
-        subprocess.run(["bash", "envs/docker_image.sh", "--slim", IMAGE], cwd=REPO, check=True, timeout=1800,
+        subprocess.run(["bash", "envs/fleet/docker_image.sh", "--slim", IMAGE], cwd=REPO, check=True, timeout=1800,
                        env={**os.environ, "DOCKER_HOST": a.url}, stdout=subprocess.DEVNULL)
         built = time.monotonic() - t
         image_id = docker(a, "image", "inspect", "-f", "{{.Id}}", IMAGE).stdout.strip()
@@ -73,7 +73,7 @@ def fleet(engines, tmp_path_factory):
     import datasets
 
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.data.suites.build import generate, task_rows, write_files
+    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
 
     root = tmp_path_factory.mktemp("docker-fleet")

@@ -18,7 +18,7 @@ from lxml import etree
 from PIL import Image
 
 from conftest import play
-from computerrl.envs.sandbox import Sandbox
+from computerrl.envs.desktop.sandbox import Sandbox
 from computerrl.envs.tasks.getters import fetch
 from computerrl.envs.tasks.setup import Budget
 from computerrl.envs.tasks.task import parse_task

@@ -1,4 +1,4 @@
-"""The throwaway jail evaluators run the agent's code in (envs/jail.py), and OSWorld's
+"""The throwaway jail evaluators run the agent's code in (envs/desktop/jail.py), and OSWorld's
 check_python_file_by_test_suite, which imports the agent's modules: scored as OSWorld scores them,
 with the agent's code, written as an attacker would write it, reaching nothing, forging no verdict,
 and holding no more memory or room for files than the jail's caps."""
@@ -17,8 +17,8 @@ import time
 import pytest
 
 import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
-from computerrl.envs.cgroup import Cgroup
-from computerrl.envs.jail import run_in_jail
+from computerrl.envs.desktop.cgroup import Cgroup
+from computerrl.envs.desktop.jail import run_in_jail
 from computerrl.envs.tasks.registry import METRICS
 
 ROTATE = """
@@ -264,13 +264,13 @@ time.sleep(1)  # while its files exist, the host looks for them
 def test_unprivileged_the_jail_still_runs_and_says_its_memory_is_capped_per_process_only(caplog):
     too_big = ["python3", "-c", "open('/tmp/big', 'wb').write(bytes(20 << 20))"]
     if os.geteuid() == 0:  # root runs it as nobody, who can make no cgroup
-        script = f"import logging\nfrom computerrl.envs.jail import run_in_jail\nlogging.basicConfig()\n" \
+        script = f"import logging\nfrom computerrl.envs.desktop.jail import run_in_jail\nlogging.basicConfig()\n" \
                  f"print(run_in_jail({too_big!r}, [], tmp_mb=8))"
         done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", sys.executable,
                                "-c", script], capture_output=True, text=True, timeout=60, cwd="/")
         jailed, logged = done.stdout, done.stderr
     else:
-        with caplog.at_level(logging.WARNING, logger="computerrl.envs.jail"):
+        with caplog.at_level(logging.WARNING, logger="computerrl.envs.desktop.jail"):
             jailed = repr(run_in_jail(too_big, [], tmp_mb=8))
         logged = caplog.text
     assert "code=1" in jailed and "[Errno 28] No space left on device" in jailed, jailed

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import descendants
-from computerrl.envs.backends.base import EnvHandle
-from computerrl.envs.backends.local import TOKEN_ENV, LocalBackend
+from computerrl.envs.fleet.backends.base import EnvHandle
+from computerrl.envs.fleet.backends.local import TOKEN_ENV, LocalBackend
 
 
 def test_a_stale_pid_naming_another_process_is_not_killed(tmp_path):
@@ -33,7 +33,7 @@ def test_a_stale_pid_naming_another_process_is_not_killed(tmp_path):
 
 @pytest.mark.desktop
 def test_each_start_gets_its_own_token_and_state_folder(tmp_path):
-    from computerrl.envs.client import EnvClient, EnvError
+    from computerrl.envs.service.client import EnvClient, EnvError
 
     backend = LocalBackend(tmp_path)
     first, second = backend.start("env-000"), backend.start("env-000")  # e.g. a restart under the same id
@@ -62,9 +62,9 @@ def test_servers_started_by_a_desktop_serving_process_keep_their_own_x_cookies(t
     # A process serving desktops hands $XAUTHORITY to the servers it starts. Were they to write their
     # cookies into that same file, each rewrite would drop the others' displays: screenshots of the
     # desktops of all but the last to write failed with "Cannot connect to display".
-    script = ("import os, sys; from computerrl.envs.x11 import grant; grant(sys.argv[1], bytes(16)); "
+    script = ("import os, sys; from computerrl.envs.desktop.x11 import grant; grant(sys.argv[1], bytes(16)); "
               "path = os.environ['XAUTHORITY']; print(path, open(path, 'rb').read().count(b'MIT-MAGIC-COOKIE-1'))")
-    from computerrl.envs.x11 import grant
+    from computerrl.envs.desktop.x11 import grant
 
     grant(":97", bytes(16))
     parents = Path(os.environ["XAUTHORITY"]).read_bytes()
@@ -87,8 +87,8 @@ def memory_cgroup(pid: int) -> str:
 @pytest.mark.desktop
 @pytest.mark.skipif(os.geteuid() != 0, reason="a cgroup of its own needs root")
 def test_a_server_runs_under_its_own_memory_cap_beside_its_desktops(tmp_path):
-    from computerrl.envs.client import EnvClient
-    from computerrl.envs.pool import wait_healthy
+    from computerrl.envs.service.client import EnvClient
+    from computerrl.envs.fleet.pool import wait_healthy
 
     backend = LocalBackend(tmp_path, server_args=("--server-memory-mb", "768"))
     handle = backend.start("env-000")

@@ -12,7 +12,7 @@ from pptx import Presentation
 from pptx.util import Inches, Pt
 
 import computerrl.envs.tasks.metrics  # noqa: F401  (registers every metric)
-from computerrl.envs.tasks.metrics_basic import fuzz_ratio
+from computerrl.envs.tasks.metrics.basic import fuzz_ratio
 from computerrl.envs.tasks.registry import METRICS
 
 

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter
 
 import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
-from computerrl.envs.tasks import metrics_apps
+from computerrl.envs.tasks.metrics import apps as metrics_apps
 from computerrl.envs.tasks.registry import METRICS
 
 

@@ -1,4 +1,4 @@
-"""OSWorld's whole-file metrics (envs/tasks/metrics_files.py) on files made here that agree and disagree,
+"""OSWorld's whole-file metrics (envs/tasks/metrics/files.py) on files made here that agree and disagree,
 each verdict also compared with OSWorld's own function where it can run here (no desktop)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from computerrl.data.registry import UnknownName
-from computerrl.envs.tasks import metrics_files
+from computerrl.envs.tasks.metrics import files as metrics_files
 from computerrl.envs.tasks.registry import METRICS
 
 importlib.import_module("computerrl.envs.tasks.metrics")  # registers every metric: compare_archive uses others

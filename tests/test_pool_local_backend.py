@@ -7,10 +7,10 @@ import signal
 
 import pytest
 
-from computerrl.envs.backends.base import make_backend
-from computerrl.envs.pool import EnvPool, wait_healthy
-from computerrl.envs.client import EnvClient
-from computerrl.envs.scripted import calc_episode, response, run_episode
+from computerrl.envs.fleet.backends.base import make_backend
+from computerrl.envs.fleet.pool import EnvPool, wait_healthy
+from computerrl.envs.service.client import EnvClient
+from computerrl.envs.service.scripted import calc_episode, response, run_episode
 
 pytestmark = pytest.mark.desktop
 

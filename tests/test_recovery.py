@@ -11,13 +11,13 @@ import grpc
 import pytest
 
 from conftest import home_of
-from computerrl.envs import desktop as desktop_module
-from computerrl.envs.backends.base import EnvHandle
-from computerrl.envs.client import DesktopEnv, EnvClient, EnvError, EnvLost
-from computerrl.envs.pool import MAX_LOST_IN_A_ROW, EnvPool, wait_healthy
-from computerrl.envs.proto import env_pb2
-from computerrl.envs.scripted import calc_episode, response, run_episode
-from computerrl.envs.server import EnvServer
+from computerrl.envs.desktop import desktop as desktop_module
+from computerrl.envs.fleet.backends.base import EnvHandle
+from computerrl.envs.service.client import DesktopEnv, EnvClient, EnvError, EnvLost
+from computerrl.envs.fleet.pool import MAX_LOST_IN_A_ROW, EnvPool, wait_healthy
+from computerrl.envs.service.proto import env_pb2
+from computerrl.envs.service.scripted import calc_episode, response, run_episode
+from computerrl.envs.service.server import EnvServer
 from computerrl.envs.tasks import setup
 
 pytestmark = pytest.mark.desktop

@@ -20,7 +20,7 @@ def run_dir(tmp_path_factory):
     """Two generated Calc tasks with their file cache, and two desktops behind a detached spawn-envs."""
     import datasets
 
-    from computerrl.data.suites.build import generate, task_rows, write_files
+    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
 
     root = tmp_path_factory.mktemp("rollout")
@@ -99,7 +99,7 @@ def test_desktops_killed_mid_rollout_abort_their_trajectories_and_the_stage_comp
     import os
     import signal
 
-    from computerrl.envs.manifest import read_manifest
+    from computerrl.envs.fleet.manifest import read_manifest
 
     out = run_dir / "killed"
     journal = out.with_name(f".{out.name}.journal")

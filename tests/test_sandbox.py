@@ -13,9 +13,9 @@ import pytest
 
 import computerrl
 from conftest import act, home_of, descendants, wait_until
-from computerrl.envs.client import DesktopEnv, EnvClient, EnvError
-from computerrl.envs.pool import wait_healthy
-from computerrl.envs.server import EnvServer
+from computerrl.envs.service.client import DesktopEnv, EnvClient, EnvError
+from computerrl.envs.fleet.pool import wait_healthy
+from computerrl.envs.service.server import EnvServer
 
 pytestmark = pytest.mark.desktop
 PROJECT = Path(computerrl.__file__).resolve().parent

@@ -26,10 +26,10 @@ import time
 import pytest
 
 from conftest import act, descendants, home_of, wait_until
-from computerrl.envs.client import DesktopEnv, EnvClient
-from computerrl.envs.pool import wait_healthy
-from computerrl.envs.sandbox import Limits
-from computerrl.envs.server import EnvServer
+from computerrl.envs.service.client import DesktopEnv, EnvClient
+from computerrl.envs.fleet.pool import wait_healthy
+from computerrl.envs.desktop.sandbox import Limits
+from computerrl.envs.service.server import EnvServer
 
 pytestmark = pytest.mark.desktop
 CHUNK = 1500  # characters per Agent.type: the parser takes at most 2,000
@@ -525,9 +525,9 @@ def test_code_the_agent_plants_in_its_home_does_not_run_in_the_evaluation(two, e
 
 
 def test_vscodes_extension_list_is_not_the_agents_to_print(two, env0):
-    """`code --list-extensions` (envs/compat/bin/code, a Python program) in OSWorld's extension tasks."""
+    """`code --list-extensions` (envs/desktop/compat/bin/code, a Python program) in OSWorld's extension tasks."""
     if not os.path.exists("/usr/lib/computerrl/code-server/node_modules/.bin/code-server"):
-        pytest.skip("VS Code (envs/install_code_server.sh) not installed")
+        pytest.skip("VS Code (envs/desktop/install_code_server.sh) not installed")
     srv, client = two
     task = forged_task(["code", "--list-extensions", "|", "grep", "mattn.lisp"])
     task["evaluator"]["expected"]["rules"]["include"] = ["mattn.lisp"]

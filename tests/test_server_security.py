@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from computerrl.envs.client import EnvClient, EnvError
-from computerrl.envs.server import EnvServer
+from computerrl.envs.service.client import EnvClient, EnvError
+from computerrl.envs.service.server import EnvServer
 
 
 def test_refuses_to_listen_wider_without_a_token():

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from computerrl.cli.main import app
-from computerrl.data.suites import DOMAINS, all_templates, get_template, make
-from computerrl.data.suites.build import generate, write_files
+from computerrl.envs.tasks.suites import DOMAINS, all_templates, get_template, make
+from computerrl.envs.tasks.suites.build import generate, write_files
 from computerrl.stages.tasks_build import why_dropped
 from computerrl.envs.tasks.task import parse_task
 
@@ -90,8 +90,8 @@ def test_build_rejects_an_unknown_template(tmp_path):
 def replayed(server, tmp_path_factory):
     """Instance 0 of every template plus a deliberately broken copy, replayed through an EnvPool
     on one desktop (about 2 s a task)."""
-    from computerrl.envs.backends.base import EnvHandle
-    from computerrl.envs.pool import EnvPool
+    from computerrl.envs.fleet.backends.base import EnvHandle
+    from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import embedded_checkpoint, prompt_settings
     from computerrl.stages.tasks_build import replay_all
 
@@ -159,7 +159,7 @@ def test_build_options_and_config_fields_never_drift_apart():
 
 
 def test_a_validation_split_comes_from_train_templates_and_changes_neither_train_nor_test():
-    from computerrl.data.suites.build import splits
+    from computerrl.envs.tasks.suites.build import splits
 
     holdout = ["calc_sort_column"]
     before = splits(40, 20, 0, seed=2, holdout=holdout)
@@ -172,7 +172,7 @@ def test_a_validation_split_comes_from_train_templates_and_changes_neither_train
 
 
 def test_an_rl_split_is_fresh_instances_of_train_templates_and_changes_no_other_split():
-    from computerrl.data.suites.build import splits
+    from computerrl.envs.tasks.suites.build import splits
 
     holdout = ["calc_sort_column"]
     before = splits(40, 20, 12, seed=2, holdout=holdout)
@@ -186,8 +186,8 @@ def test_an_rl_split_is_fresh_instances_of_train_templates_and_changes_no_other_
 
 @pytest.mark.desktop
 def test_an_interrupted_build_resumes_from_its_journal(tmp_path):
-    from computerrl.data.suites.build import generate
-    from computerrl.envs.episode import Trajectory
+    from computerrl.envs.tasks.suites.build import generate
+    from computerrl.envs.service.episode import Trajectory
     from computerrl.stages.tasks_build import JOURNAL, BuildConfig, _Journal, run
 
     cfg = BuildConfig(out=tmp_path, train=1, test=1, templates="calc_sort_column", envs=1)
@@ -204,7 +204,7 @@ def test_an_interrupted_build_resumes_from_its_journal(tmp_path):
 
 
 def test_held_out_templates_appear_only_in_test_and_are_marked_out_of_distribution():
-    from computerrl.data.suites.build import pick_holdout, task_rows
+    from computerrl.envs.tasks.suites.build import pick_holdout, task_rows
 
     holdout = pick_holdout("3", seed=1)
     assert len(holdout) == 3 and pick_holdout("3", seed=1) == holdout  # drawn with the seed

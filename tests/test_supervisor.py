@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from computerrl.envs.backends.local import LocalBackend
-from computerrl.envs.manifest import read_manifest, write_manifest
-from computerrl.envs.supervisor import HEALTHY, Supervisor
+from computerrl.envs.fleet.backends.local import LocalBackend
+from computerrl.envs.fleet.manifest import read_manifest, write_manifest
+from computerrl.envs.fleet.manifest import HEALTHY
+from computerrl.envs.fleet.supervisor import Supervisor
 
 
 class FailingBackend:
@@ -94,7 +95,7 @@ def test_scaling_takes_the_lowest_free_ids_and_removing_forgets_a_server_with_a_
 
 
 def test_control_commands_are_taken_once_and_in_the_order_sent(tmp_path):
-    from computerrl.envs import control
+    from computerrl.envs.fleet import control
 
     control.send(tmp_path, "drain", env_id="env-001")
     control.send(tmp_path, "scale", count=4)
@@ -106,7 +107,7 @@ def test_work_cards_show_what_plays_on_a_fleet_until_it_ends_or_its_process_dies
     import json
     import subprocess
 
-    from computerrl.envs.work import WORK_DIR, WorkCard, read_work
+    from computerrl.envs.fleet.work import WORK_DIR, WorkCard, read_work
 
     with WorkCard(tmp_path, "eval", "runs/eval-bc", total=96) as card:
         card.update(played=3, success=2, steps=17, aborted=0)

@@ -10,8 +10,8 @@ import pptx
 import pytest
 
 from conftest import play
-from computerrl.envs.client import EnvError
-from computerrl.envs.scripted import response
+from computerrl.envs.service.client import EnvError
+from computerrl.envs.service.scripted import response
 
 pytestmark = pytest.mark.desktop
 
@@ -238,7 +238,7 @@ def test_osworld_postconfig_saves_through_pyautogui_on_the_desktop(task_env):
 
 
 def test_an_evaluator_that_fails_on_its_own_expected_file_is_an_evaluator_error_not_a_failure(task_env, cache):
-    from computerrl.envs.episode import EVALUATOR_ERROR, play as play_episode
+    from computerrl.envs.service.episode import EVALUATOR_ERROR, play as play_episode
     from computerrl.policy.agent import ExpertPolicy
     from computerrl.policy.prompt import BUDGETS
 

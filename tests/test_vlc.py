@@ -14,8 +14,8 @@ import wave
 import pytest
 
 from conftest import play
-from computerrl.envs.client import DesktopEnv
-from computerrl.envs.scripted import response
+from computerrl.envs.service.client import DesktopEnv
+from computerrl.envs.service.scripted import response
 
 pytestmark = pytest.mark.desktop
 
@@ -114,7 +114,7 @@ def test_vlc_tools_read_and_change_what_vlc_holds(env, server):
 def test_a_vlc_the_agent_starts_itself_is_not_believed(env, server):
     """A VLC started otherwise than by the desktop's launcher could run Lua scripts of the agent's (from its
     user data) and serve a status of its own making: its answers are refused."""
-    from computerrl.envs.tasks.vlc import http_get
+    from computerrl.envs.desktop.vlc import http_get
 
     desktop = server[0].slots[0].desktop
     env.reset(options={"task": {**PLAY, "config": PLAY["config"][:1]}})
@@ -170,10 +170,10 @@ def test_a_vlc_the_agent_points_at_pages_of_its_own_does_not_score(env, start):
 
 
 def test_the_launcher_starts_vlc_as_the_keeper_believes_it(tmp_path):
-    """What the keeper asks of a VLC before believing it (envs/tasks/vlc.py LAUNCHED) is what the desktop's
+    """What the keeper asks of a VLC before believing it (envs/desktop/vlc.py LAUNCHED) is what the desktop's
     own launcher does, whatever environment and options it is given."""
-    from computerrl.envs.sandbox import COMPAT
-    from computerrl.envs.tasks.vlc import LAUNCHED
+    from computerrl.envs.desktop.sandbox import COMPAT
+    from computerrl.envs.desktop.vlc import LAUNCHED
 
     shown = "python3 -c 'import json, os, sys; print(json.dumps([dict(os.environ), sys.argv[1:]]))'"
     (tmp_path / "vlc").write_text((COMPAT / "bin" / "vlc").read_text().replace("exec /usr/bin/vlc", f"exec {shown}"))

@@ -10,11 +10,11 @@ import zipfile
 import pytest
 
 from conftest import act, play
-from computerrl.envs.actions import installed
-from computerrl.envs.scripted import response
+from computerrl.envs.desktop.actions import installed
+from computerrl.envs.service.scripted import response
 
 pytestmark = [pytest.mark.desktop,
-              pytest.mark.skipif(not installed("code"), reason="VS Code (envs/install_code_server.sh) not installed")]
+              pytest.mark.skipif(not installed("code"), reason="VS Code (envs/desktop/install_code_server.sh) not installed")]
 
 OPEN = [{"type": "launch", "parameters": {"command": ["code"]}},
         {"type": "activate_window", "parameters": {"window_name": "Visual Studio Code"}}]

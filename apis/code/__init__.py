@@ -2,7 +2,7 @@
 
 Names and parameters follow ComputerRL's public `CodeTools`; the code is ours. The stub is what the
 model sees when VS Code is focused; `tools.py` carries the calls out with VS Code's own command line,
-`code`, in the desktop (envs/compat/bin/code: code-server, VS Code's code, in a Chromium window).
+`code`, in the desktop (envs/desktop/compat/bin/code: code-server, VS Code's code, in a Chromium window).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`CodeTools` carried out in a desktop with VS Code's own command line, `code`, run in the desktop's
-session as the agent would run it in a terminal (envs/compat/bin/code)."""
+session as the agent would run it in a terminal (envs/desktop/compat/bin/code)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The desktop's browser is Chromium under Google Chrome's names (compat/bin/chromium): its profile
 where OSWorld's getters read Chrome's, `~/.config/google-chrome`, and DevTools on the sandbox's
-loopback, which the env server reaches through the keeper (`envs/devtools.py`). Profile getters
+loopback, which the env server reaches through the keeper (`envs/desktop/devtools.py`). Profile getters
 read the profile's files through the keeper, as OSWorld's read them from the VM; what OSWorld
 asks the accessibility tree (the address bar) is asked of ours.
 
@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from computerrl.envs.devtools import DevTools, DevToolsError
+from computerrl.envs.desktop.devtools import DevTools, DevToolsError
 from computerrl.envs.tasks.getters import _any, getter
-from computerrl.envs.tasks.metrics_chrome import compare_urls
+from computerrl.envs.tasks.metrics.chrome import compare_urls
+from computerrl.envs.tasks.registry import LAUNCH_SETTLES
 from computerrl.envs.tasks.setup import STEP_FILES, Budget, _string, cached, step
 
 if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
+    from computerrl.envs.desktop.desktop import Desktop
 
 PROFILE = "/home/user/.config/google-chrome"  # as OSWorld's getters find Chrome's on Linux
 DEFAULT = f"{PROFILE}/Default"
@@ -81,6 +82,7 @@ def _wait_loaded(devtools: DevTools, tab: dict, budget: Budget) -> None:
         time.sleep(0.1)
 
 
+@LAUNCH_SETTLES.register("chromium")
 def settle(desktop: "Desktop", budget: Budget) -> None:
     """A browser just started, done starting: DevTools answers and its first tab has loaded (until then
     Chromium may still take the focus from a window opened after its own)."""
@@ -137,7 +139,7 @@ STEP_FILES["update_browse_history"] = [HISTORY_TEMPLATE]
 # ---- the address bar and the active tab ------------------------------------------------------
 def address_bar(desktop: "Desktop") -> str | None:
     """What the browser's address bar shows (the focused window's first), None without a browser window."""
-    from computerrl.envs.desktop import app_of
+    from computerrl.envs.desktop.actions import app_of
 
     windows = sorted((w for w in desktop.screen.windows() if app_of(w) == "chromium" and w.pid),
                      key=lambda w: not w.focused)
@@ -440,7 +442,7 @@ def _query(desktop: "Desktop", paths: list[str], table: str, sql: str, out: Path
     """The rows of a query on a copy of the first of the profile's SQLite files that exists; None if none does
     or it cannot be read. The file is the agent's: `table` must be a plain table (a view could compute
     forever), and the query gets QUERY_S seconds and QUERY_ROWS rows."""
-    from computerrl.envs.sandbox import SandboxError
+    from computerrl.envs.desktop.sandbox import SandboxError
 
     for path in paths:
         copy = Path(tempfile.mkdtemp(dir=out)) / Path(path).name

@@ -17,7 +17,7 @@ from computerrl.envs.tasks.setup import Budget, run_steps
 from computerrl.envs.tasks.task import Task
 
 if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
+    from computerrl.envs.desktop.desktop import Desktop
 
 
 class EvaluatorError(RuntimeError):

@@ -18,7 +18,7 @@ from computerrl.envs.tasks.setup import (Budget, Parameters, SetupError, _comman
                                          execute)
 
 if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
+    from computerrl.envs.desktop.desktop import Desktop
 
 
 FILE_LIMIT = 256 << 20  # bytes of a file copied out of a desktop to be scored
@@ -81,7 +81,7 @@ def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | 
     """Copy the files out of the desktop (read as its user, in its sandbox), so the metric reads a
     snapshot, not a file being saved; together in one folder under their `dest` names (a metric may
     look for one beside another). A file the episode did not produce is None."""
-    from computerrl.envs.sandbox import SandboxError
+    from computerrl.envs.desktop.sandbox import SandboxError
 
     paths, dests, gives = _files(spec)
     folder, given = Path(tempfile.mkdtemp(dir=out)), []  # one folder each call: no clashes
@@ -143,9 +143,9 @@ def vm_terminal_output(desktop: "Desktop", spec: dict, out: Path, budget: Budget
 
 @getter("accessibility_tree")
 def accessibility_tree(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
-    """The whole desktop's accessibility tree as OSWorld's XML (envs/a11y_xml.py); None when the bus
+    """The whole desktop's accessibility tree as OSWorld's XML (envs/desktop/a11y_xml.py); None when the bus
     fails (an application that hangs it), which the metrics score 0."""
-    from computerrl.envs.a11y import A11yError
+    from computerrl.envs.desktop.a11y import A11yError
 
     try:
         return desktop.a11y_xml()

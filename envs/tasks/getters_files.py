@@ -32,7 +32,7 @@ from computerrl.envs.tasks.setup import (COMMAND_TIMEOUT_S, Budget, SetupError, 
                                          desktop_path, flag)
 
 if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
+    from computerrl.envs.desktop.desktop import Desktop
 
 TREE_ENTRIES = 20_000  # entries of a folder tree, in all; a larger tree is None
 TREE_DEPTH = 200  # folders deep (OSWorld's recursion fails near 1000)
@@ -72,7 +72,7 @@ print(json.dumps(reply))
 def list_directory(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
     """The folder's tree: {"type": "directory", "name", "children": [...]}, a file {"type": "file", "name"};
     None when the path is no folder, or the tree is larger than anything a task makes."""
-    from computerrl.envs.sandbox import SandboxError
+    from computerrl.envs.desktop.sandbox import SandboxError
 
     argv = ["/usr/bin/python3", "-I", "-c", TREE_SCRIPT, desktop_path(spec["path"]), str(TREE_ENTRIES),
             str(TREE_DEPTH), str(TREE_BYTES)]  # -I: nothing the agent put in its site-packages runs
@@ -91,7 +91,7 @@ def list_directory(desktop: "Desktop", spec: dict, out: Path, budget: Budget) ->
 def vm_command_error(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
     """What the command wrote to stderr (OSWorld's /execute "error"), run as vm_command_line runs it;
     None when it did not finish, as OSWorld's server answers a command past its timeout."""
-    from computerrl.envs.sandbox import SandboxError
+    from computerrl.envs.desktop.sandbox import SandboxError
 
     command, shell = spec["command"], spec.get("shell", False)
     if isinstance(command, list) and not flag(shell):  # OSWorld's server expands ~/ in a command's words
@@ -261,7 +261,7 @@ def vm_wallpaper(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> s
     program that sets GNOME's wallpaper, writes it to the desktop's dconf), its URI read as OSWorld reads
     it (file:// and quotes dropped, nothing decoded), copied to `dest`; an empty file when there is none,
     as OSWorld's getter leaves one."""
-    from computerrl.envs.sandbox import SandboxError
+    from computerrl.envs.desktop.sandbox import SandboxError
 
     env = {k: v for k, v in budget.env(desktop).items() if k != "DBUS_SESSION_BUS_ADDRESS"}  # dconf's file, not the agent's bus
     try:

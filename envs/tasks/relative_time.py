@@ -23,7 +23,7 @@ from computerrl.envs.tasks.getters import _any, getter
 from computerrl.envs.tasks.setup import Budget, SetupError
 
 if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
+    from computerrl.envs.desktop.desktop import Desktop
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December"]

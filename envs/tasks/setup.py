@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from computerrl.apis.kit import desktop_path
-from computerrl.envs.sandbox import COMPAT, STAND_IN_NEEDS
-from computerrl.envs.tasks.registry import SETUP_STEPS
+from computerrl.envs.desktop.sandbox import COMPAT, STAND_IN_NEEDS
+from computerrl.envs.tasks.registry import LAUNCH_SETTLES, SETUP_STEPS
 
 if TYPE_CHECKING:
-    from computerrl.envs.desktop import Desktop
+    from computerrl.envs.desktop.desktop import Desktop
 
 COMMAND_TIMEOUT_S = 60.0
 SLEEP_MAX_S = 30.0  # a task cannot park a desktop for long
@@ -236,7 +236,7 @@ APP_START_S = 30.0
 PKILL_WAIT_S = 10.0  # how long a task's pkill waits for what it killed
 PKILL_ONLY = re.compile(r"-(\d+|[A-Z]+|SIG[A-Z]+|e|-echo|-signal=\S+)")  # signals, --echo: pkill's, not pgrep's
 TOLERATED_AFTER_THE_AGENT = {"activate_window", "close_window", "sleep"}  # what the agent may have closed
-DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/sandbox.py)
+DESKTOP_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # the host's system, as the sandbox mounts it (envs/desktop/sandbox.py)
 STAND_INS = {"python", "gnome-terminal", "x-terminal-emulator", "libreoffice", "soffice"}  # the launch step's own
 SHELL_WORDS = {"export", "cd", "echo", "source", ".", "set", "unset", "eval", "exec", "true", "false", "test", "[",
                "[[", "if", "then", "else", "elif", "fi", "for", "do", "done", "while", "until", "case", "esac", "in",
@@ -316,7 +316,7 @@ def _in_desktop(name: str) -> bool:
 
 @step("launch", command=(_command, True), shell=(_flag, False))
 def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: bool = False, **_) -> None:
-    from computerrl.envs.actions import APP_ALIASES, EXTERNAL_APPS, app_window
+    from computerrl.envs.desktop.actions import APP_ALIASES, EXTERNAL_APPS, app_window
 
     raw = command.split() if isinstance(command, str) else [str(c) for c in command]
     office_app = next((a for a in ("calc", "writer", "impress") if f"--{a}" in raw), None)
@@ -339,12 +339,10 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
     desktop.launch(_argv(command, shell))
     app = APP_ALIASES.get(Path(raw[0]).name, Path(raw[0]).name) if raw else None
     if app in EXTERNAL_APPS:  # one of the desktop's apps: the next step or the agent's first look expects its window
-        from computerrl.envs.tasks.chrome import settle
-
         if desktop.wait_for_window(lambda w: app_window(w, app), timeout_s=budget.left(APP_START_S)) is None:
             raise SetupError(f"launch: {raw[0]} showed no window within {APP_START_S:.0f} s")
-        if app == "chromium":
-            settle(desktop, budget)
+        if app in LAUNCH_SETTLES:
+            LAUNCH_SETTLES[app](desktop, budget)
 
 
 def _pkill_and_wait(desktop: "Desktop", budget: Budget, args: list[str]) -> None:
@@ -365,7 +363,7 @@ def _pkill_and_wait(desktop: "Desktop", budget: Budget, args: list[str]) -> None
 def execute(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: bool = False, **_) -> str:
     """Run to completion in the sandbox, in /home/user; its output is returned (vm_command_line uses it).
     A command that fails is noted for Reset's reply (exit code and the end of stderr)."""
-    from computerrl.envs.sandbox import SandboxError
+    from computerrl.envs.desktop.sandbox import SandboxError
 
     argv = _argv(command, shell)
     try:
