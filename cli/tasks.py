@@ -23,54 +23,36 @@ def check(
                                           "by running a file the agent can rewrite).")] = False,
 ):
     import json
-    from collections import Counter
 
     from rich.console import Console
     from rich.table import Table
 
-    from computerrl.envs.tasks.task import TaskError, load_task, task_files
+    from computerrl.envs.tasks.check import check_folder
 
-    regular, not_regular = task_files(folder)
-    files = regular + [Path(line.partition(": ")[0]) for line in not_regular]
-    if not files:
-        raise typer.BadParameter(f"no *.json files under {folder}", param_hint="FOLDER")
-    ok, malformed, unsupported, account, needs = [], list(not_regular), [], [], Counter()
-    for f in regular:
-        try:
-            task = load_task(f)
-        except TaskError as e:
-            malformed.append(str(e))
-            continue
-        if task.needs_account():  # apart: no build runs these offline, however complete
-            account.append(f"{f}: needs a network account ({', '.join(task.needs_account())})")
-        elif missing := task.unsupported():
-            unsupported.append(f"{f}: needs {', '.join(missing)}")
-            needs.update(missing)
-        else:
-            ok.append(task)
-    agent_code = [f"{t.path}: scored by what the agent can rewrite ({'; '.join(t.agent_code())})"
-                  for t in ok if t.agent_code()]
+    try:
+        report = check_folder(folder)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="FOLDER") from None
     console = Console(soft_wrap=True)  # long paths stay on one line: greppable
-    console.print(f"[bold]{len(files)}[/] task files: [green]{len(ok)} load and are supported[/], "
-                  f"[yellow]{len(unsupported)} need what this build lacks[/], "
-                  f"{len(account)} need a network account, [red]{len(malformed)} malformed[/]")
-    if agent_code:
-        console.print(f"{len(agent_code)} of the supported score by running a file the agent can rewrite: their "
-                      "scores are marked (agent_code), never the desktop's word")
-    if needs:
+    console.print(f"[bold]{len(report.files)}[/] task files: [green]{len(report.supported)} load and are supported[/], "
+                  f"[yellow]{len(report.unsupported)} need what this build lacks[/], "
+                  f"{len(report.needs_account)} need a network account, [red]{len(report.malformed)} malformed[/]")
+    if report.agent_code:
+        console.print(f"{len(report.agent_code)} of the supported score by running a file the agent can rewrite: "
+                      "their scores are marked (agent_code), never the desktop's word")
+    if report.missing:
         table = Table("unsupported", "tasks needing it", title="what is missing")
-        for what, count in needs.most_common():
+        for what, count in report.missing.most_common():
             table.add_row(what, str(count))
         console.print(table)
-    for line in malformed + (unsupported + account + agent_code if verbose else []):
+    listed = report.unsupported + report.needs_account + report.agent_code
+    for line in report.malformed + (listed if verbose else []):
         typer.echo(line)  # unwrapped: one problem per line, easy to grep
-    if (unsupported or account or agent_code) and not verbose:
+    if listed and not verbose:
         console.print("(--verbose lists these files one by one)")
     if as_json:
-        typer.echo(json.dumps({"files": len(files), "supported": len(ok), "unsupported": len(unsupported),
-                               "unsupported_by_reason": dict(needs.most_common()), "malformed": len(malformed),
-                               "needs_account": len(account), "agent_code": len(agent_code)}))
-    raise typer.Exit(0 if len(ok) == len(files) else 1)
+        typer.echo(json.dumps(report.summary()))
+    raise typer.Exit(0 if report.all_supported else 1)
 
 
 @app.command("fetch", help="Download every file a folder of task files needs (download steps, cloud_file getters) "
@@ -94,8 +76,7 @@ def fetch(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from computerrl.envs.tasks.fetch import Cache, allowed_networks, download, task_urls
-    from computerrl.envs.tasks.task import TaskError, load_task, task_files
+    from computerrl.envs.tasks.fetch import Cache, allowed_networks, download, folder_urls
 
     try:
         allow = allowed_networks(allow_host or [])
@@ -103,22 +84,16 @@ def fetch(
         raise typer.BadParameter(str(e), param_hint="--allow-host") from None
     if not all(0 < x < float("inf") for x in (timeout_s, max_mb)):
         raise typer.BadParameter("--timeout-s and --max-mb must be positive numbers")
-    files, not_regular = task_files(folder)
-    for line in not_regular:
+    files, urls, skipped = folder_urls(folder)
+    for line in skipped:
         typer.echo(f"skipped {line}", err=True)
     if not files:
         raise typer.BadParameter(f"no regular *.json files under {folder}", param_hint="FOLDER")
-    urls: list[str] = []
-    for f in files:
-        try:
-            urls += task_urls(load_task(f))
-        except TaskError as e:
-            typer.echo(f"skipped {e}", err=True)
     store = Cache(cache)
-    todo = [u for u in dict.fromkeys(urls) if not store.has(u)]
+    todo = [u for u in urls if not store.has(u)]
     console = Console(soft_wrap=True)
-    console.print(f"{len(files)} task files need {len(set(urls))} files: {len(set(urls)) - len(todo)} already in "
-                  f"{cache}, {len(todo)} to fetch")
+    console.print(f"{len(files)} task files need {len(urls)} files: {len(urls) - len(todo)} already in {cache}, "
+                  f"{len(todo)} to fetch")
     failed = {}
     with Progress(TextColumn("[bold]fetch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:

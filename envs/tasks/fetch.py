@@ -37,7 +37,7 @@ from urllib.parse import urljoin, urlparse, urlsplit
 from computerrl.data.files import write_atomic
 from computerrl.envs.tasks import getters  # noqa: F401 - registers the steps, and the files they bring
 from computerrl.envs.tasks.setup import STEP_FILES
-from computerrl.envs.tasks.task import Task
+from computerrl.envs.tasks.task import Task, TaskError, load_task, task_files
 
 CHUNK = 1 << 20
 MAX_REDIRECTS = 10
@@ -56,6 +56,19 @@ def task_urls(task: Task) -> list[str]:
         if g.get("type") == "cloud_file":
             urls += g["path"] if isinstance(g.get("path"), list) else [g.get("path")]
     return [u for u in dict.fromkeys(urls) if isinstance(u, str) and urlparse(u).scheme in ("http", "https")]
+
+
+def folder_urls(folder: Path) -> tuple[list[Path], list[str], list[str]]:
+    """The regular task files under `folder`, the URLs they need (each once), and what was skipped, a line
+    each: a file that is no regular file (never opened), a malformed one."""
+    files, skipped = task_files(folder)
+    urls: list[str] = []
+    for f in files:
+        try:
+            urls += task_urls(load_task(f))
+        except TaskError as e:
+            skipped.append(str(e))
+    return files, list(dict.fromkeys(urls)), skipped
 
 
 def cache_name(url: str) -> str:
