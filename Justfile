@@ -5,7 +5,7 @@ venv := justfile_directory() / ".venv/bin"
 runs := env("COMPUTERRL_RUNS", "runs")
 envs := env("COMPUTERRL_ENVS", "2")
 
-# --- reproduce-osworld: the paper's recipe on GPUs, the `osworld` preset of cli/schedule.py ---
+# --- reproduce-osworld: the paper's recipe on GPUs, the `osworld` preset of stages/schedule.py (stages/presets/osworld.yaml) ---
 osworld_model := env("OSWORLD_MODEL", "checkpoints/GLM-4-9B-0414")  # a local HF folder (nothing is downloaded)
 osworld_tasks := env("OSWORLD_TASKS", "../shared/osworld")  # OSWorld-format JSON (eval split)
 osworld_run := env("OSWORLD_RUN", "runs/osworld")

@@ -190,7 +190,6 @@ def model_time(engine, batches: list) -> float:
 def main() -> None:
     import datasets
 
-    from computerrl.cli.schedule import PRESETS
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
     from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
@@ -199,8 +198,9 @@ def main() -> None:
     from computerrl.policy.engines import Sampling, make_engine
     from computerrl.policy.prompt import BUDGETS
     from computerrl.policy.session import open_engine
+    from computerrl.stages.schedule import schedule
 
-    demo = PRESETS["demo"]
+    demo = schedule("demo")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--desktops", default="1,4,8", help="comma-separated desktop counts")
     ap.add_argument("--steps", type=int, default=24, help="steps per measured run")

@@ -1,19 +1,20 @@
-"""`computerrl entropulse`: the paper's training schedule (`cli/schedule.py`) from a preset.
+"""`computerrl entropulse`: the paper's training schedule (`stages/schedule.py`) from a preset.
 
-Presets: `demo` (CPU, the embedded model, ≤ 60 min on 2 cores), `quick` (the same schedule at the
-smallest size that still runs every phase, ≤ 10 min; CI runs it) and `osworld` (the paper's recipe
-on GPUs: vLLM rollouts over a Docker fleet, accelerate/DeepSpeed training; the Justfile's
-`reproduce-osworld`). `--set KEY=VALUE` changes any of the schedule's settings; `--dry-run` prints
-the steps as the commands they amount to.
+Presets (stages/presets/*.yaml): `demo` (CPU, the embedded model, ≤ 60 min on 2 cores), `quick` (the
+same schedule at the smallest size that still runs every phase; CI runs it) and `osworld` (the paper's
+recipe on GPUs: vLLM rollouts over a Docker fleet, accelerate/DeepSpeed training; the Justfile's
+`reproduce-osworld`). `--config FILE.yaml` changes any of the schedule's settings on top of the preset
+(`--show-config` prints them all, as such a file), `--set KEY=VALUE` one more; `--dry-run` prints the
+steps as the commands they amount to.
 
     computerrl entropulse --preset quick --out runs/quick
     computerrl entropulse --preset demo --seeds 0,1,2 --out runs/demo
+    computerrl entropulse --preset osworld --show-config > mine.yaml   # edit, then: --config mine.yaml
     computerrl entropulse --preset osworld --model checkpoints/GLM-4-9B-0414 --set eval_tasks=osworld/ --dry-run
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,8 +28,12 @@ HELP = ("The Entropulse schedule end to end: BC on expert replays, RL phase 1 (r
 
 
 def command(
-    preset: Annotated[str, typer.Option(help="demo (≤ 60 min on a 2-core CPU), quick (≤ 10 min, CI) or osworld "
-                                             "(the paper's GPU recipe).")] = "demo",
+    preset: Annotated[str, typer.Option(help="demo (≤ 60 min on a 2-core CPU), quick (the smallest run of every "
+                                             "phase; CI) or osworld (the paper's GPU recipe): stages/presets/.")] = "demo",
+    config: Annotated[Optional[Path], typer.Option(help="A YAML file of the schedule's settings (KEY: VALUE), "
+                                                   "applied on top of the preset; --show-config writes one.")] = None,
+    show_config: Annotated[bool, typer.Option("--show-config", help="Print every setting (preset, --config and "
+                                              "--set applied) as a --config file; run nothing.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Same as --preset quick.")] = False,
     out: OutDir = Path("runs/demo"),
     model: Model = "embedded",
@@ -36,7 +41,7 @@ def command(
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds: the schedule runs once per seed (OUT/seed-N) "
                                             "and one table pools them (overrides --seed).")] = "",
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="KEY=VALUE: change one of the schedule's "
-                                                      "settings (cli/schedule.py's Schedule), e.g. rl_iterations=4; "
+                                                      "settings (stages/schedule.py's Schedule), e.g. rl_iterations=4; "
                                                       "repeat for more.")] = None,
     envs: Annotated[Optional[int], typer.Option(help="Desktops (default: the preset's).")] = None,
     rl_iterations: Annotated[Optional[int], typer.Option(help="Rollout + grpo iterations per RL phase.")] = None,
@@ -46,26 +51,26 @@ def command(
 ):
     from rich.console import Console
 
-    from computerrl.cli.schedule import PRESETS, override, run
     from computerrl.data.report import schedule_report
+    from computerrl.stages.schedule import run, schedule, show_config as settings_file
 
-    preset = "quick" if quick else preset
-    if preset not in PRESETS:
-        raise typer.BadParameter(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
     try:
         chosen_seeds = [int(x) for x in seeds.split(",")] if seeds else [seed]
     except ValueError:
         raise typer.BadParameter(f"--seeds {seeds!r}: expected integers separated by commas, e.g. 0,1,2") from None
-    shortcuts = {k: v for k, v in {"envs": envs, "rl_iterations": rl_iterations, "samples": samples,
-                                   "eval_base": eval_base}.items() if v}
+    shortcuts = [f"{k}={v}" for k, v in {"envs": envs, "rl_iterations": rl_iterations, "samples": samples,
+                                         "eval_base": eval_base}.items() if v]
     try:
-        schedule = override(dataclasses.replace(PRESETS[preset], **shortcuts), set_ or [])
+        chosen = schedule("quick" if quick else preset, config, shortcuts + (set_ or []))
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
+    if show_config:
+        typer.echo(settings_file(chosen), nl=False)
+        return
     console = Console(soft_wrap=True)
     by_seed = {}
     for s in chosen_seeds:
-        by_seed[s] = run(schedule, Path(out) / f"seed-{s}" if seeds else Path(out), model, s, console,
+        by_seed[s] = run(chosen, Path(out) / f"seed-{s}" if seeds else Path(out), model, s, console,
                          dry_run=dry_run)
     if len(by_seed) > 1 and not dry_run:
         console.print(schedule_report(by_seed))

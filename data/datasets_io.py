@@ -57,6 +57,18 @@ def load(path: Path | str) -> datasets.Dataset:
     return datasets.load_from_disk(str(path))
 
 
+def step_rows(paths: list[Path], columns: list[str]) -> list[dict]:
+    """These columns of every row of these step datasets (screenshots stay on disk), checked present."""
+    from computerrl.data.schemas import check_columns
+
+    rows = []
+    for path in paths:
+        ds = load(path)
+        check_columns(ds, columns, f"step dataset {path}")
+        rows += ds.select_columns(columns).to_list()
+    return rows
+
+
 def require_datasets(paths: list[Path], flag: str) -> None:
     """A stage's config refuses input datasets that are not there, naming the option and the path."""
     for path in paths:

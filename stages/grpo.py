@@ -68,18 +68,11 @@ class GRPOConfig(TrainConfig):
 
 
 def load_rows(paths: list[Path]) -> list[dict]:
-    """The rows GRPO reads, from every step dataset (screenshots left on disk)."""
-    from computerrl.data.datasets_io import load
-    from computerrl.data.schemas import check_columns
+    """The rows GRPO reads, from every step dataset."""
+    from computerrl.data.datasets_io import step_rows
 
-    cols = ["task_id", "group_id", "sample", "prompt_ids", "response_ids", "behavior_logprobs", "reward",
-            "action", "action_valid", "engine", "error"]
-    rows = []
-    for path in paths:
-        ds = load(path)
-        check_columns(ds, cols, f"step dataset {path}")
-        rows += ds.select_columns(cols).to_list()
-    return rows
+    return step_rows(paths, ["task_id", "group_id", "sample", "prompt_ids", "response_ids", "behavior_logprobs",
+                             "reward", "action", "action_valid", "engine", "error"])
 
 
 def sampling_temperature(paths: list[Path]) -> float:

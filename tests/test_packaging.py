@@ -39,7 +39,9 @@ def test_layers_point_one_way():
                     [node.module or ""] if isinstance(node, ast.ImportFrom) else []
                 for name in names:
                     parts = name.split(".")
-                    if parts[0] == "computerrl" and len(parts) > 1 and parts[1] not in allowed | {"__init__"}:
+                    # the schedule chains the stages: the one stage that imports others
+                    chains = {"stages"} if path == ROOT / "stages" / "schedule.py" else set()
+                    if parts[0] == "computerrl" and len(parts) > 1 and parts[1] not in allowed | chains | {"__init__"}:
                         wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not wrong, "\n".join(wrong)
 

@@ -1,4 +1,4 @@
-"""The Entropulse schedule is defined once (cli/schedule.py): the GPU recipe the Justfile runs is a
+"""The Entropulse schedule is defined once (stages/schedule.py): the GPU recipe the Justfile runs is a
 preset of it, and its dry run prints commands the CLI takes as they are (no desktops)."""
 
 from __future__ import annotations
@@ -107,12 +107,40 @@ def test_a_bad_setting_is_refused_with_the_known_ones(bad):
     assert result.exit_code == 2 and "--set" in result.output
 
 
+def test_a_preset_is_a_file_a_user_copies_edits_and_passes_back_with_config(tmp_path):
+    shown = CliRunner().invoke(app, ["entropulse", "--preset", "osworld", "--show-config"])
+    assert shown.exit_code == 0, shown.output
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(shown.output.replace("rl_iterations: 20", "rl_iterations: 2").replace("envs: 256", "envs: 32"))
+    commands = dry_run("--config", str(mine), "--model", "ckpt/m", "--out", "runs/m")
+    assert len([c for c in commands if c[1] == "rollout"]) == 4 and parse(commands[1]).params["count"] == 32
+    trained = [c for c in commands if "-m" in c]  # 2 iterations a phase, the rest the paper's recipe
+    assert len([c for c in trained if "grpo" in c]) == 4 and {c[c.index("--dtype") + 1] for c in trained} == {"bfloat16"}
+    # on top of a preset, only what the file says changes; --set still comes last
+    (tmp_path / "few.yaml").write_text("rl_iterations: 3\nlr_rl: 1e-5\n")
+    shown = CliRunner().invoke(app, ["entropulse", "--preset", "quick", "--config", str(tmp_path / "few.yaml"),
+                                     "--set", "samples=3", "--show-config"])
+    assert "rl_iterations: 3\n" in shown.output and "lr_rl: 1.0e-05\n" in shown.output
+    assert "samples: 3\n" in shown.output and "train_tasks: 4\n" in shown.output  # the quick preset's
+
+
+@pytest.mark.parametrize("text, says", [("rl_iteration: 3", "unknown setting 'rl_iteration'"),
+                                        ("rl_iterations: many", "rl_iterations takes a int"),
+                                        ("gradient_checkpointing: 1", "gradient_checkpointing takes a bool"),
+                                        ("- a list", "expected KEY: VALUE")])
+def test_a_bad_config_file_is_refused_naming_the_file_and_the_setting(tmp_path, text, says):
+    (tmp_path / "bad.yaml").write_text(text)
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["entropulse", "--dry-run", "--config",
+                                                            str(tmp_path / "bad.yaml")])
+    assert result.exit_code == 2 and "bad.yaml" in result.output and says in result.output, result.output
+
+
 def test_dynamic_sampling_counts_the_groups_with_signal_and_draws_new_tasks(tmp_path):
     """DAPO's dynamic sampling: a group whose G rewards are all equal (or whose trajectories were all
     aborted) brings no signal; further draws take tasks not drawn before, and run out."""
     import datasets
 
-    from computerrl.cli.schedule import _task_draw, groups_with_signal
+    from computerrl.stages.schedule import _task_draw, groups_with_signal
     from computerrl.data.datasets_io import load, save_atomic
     from tests.test_training import step_row, write_steps
 

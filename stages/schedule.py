@@ -1,6 +1,6 @@
 """The Entropulse schedule, defined once: the stages it chains, in order, with presets for the CPU
 demo and the paper's GPU recipe (`computerrl entropulse`; the Justfile's `demo` and
-`reproduce-osworld` call it).
+`reproduce-osworld` call it). It is the one stage that runs other stages.
 
     tasks build → spawn-envs → [eval of the base model] → sft on expert replays (BC) → eval
       → RL phase 1: N × (rollout → grpo) → eval
@@ -11,6 +11,10 @@ demo and the paper's GPU recipe (`computerrl entropulse`; the Justfile's `demo` 
 Every "eval" is a greedy one on the eval tasks (success) and, with `explore_tasks`, K plays at
 temperature 1 of the first of them (pass@K, distinct actions: how much the phase explores).
 
+Settings: `Schedule`'s defaults are the CPU demo's; a preset (stages/presets/NAME.yaml) or a file of the
+user's (`--config FILE.yaml`, any of Schedule's fields) changes some of them, and `--set KEY=VALUE`
+changes one more (`--show-config` prints the whole result as a file to copy and edit).
+
 Each step is a stage with its options; it runs in this process (`stage.run(config)`), or, for the
 training stages when `launcher` is set (`accelerate launch --config_file …`), as that command on
 `computerrl`'s CLI. A step whose output is already there is skipped by its stage, so an interrupted
@@ -20,7 +24,6 @@ schedule resumes by running the same command again. `dry_run` prints the steps a
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import shlex
 import subprocess
 from pathlib import Path
@@ -92,21 +95,52 @@ class Schedule:
                              "(or base, with eval_base)")
 
 
-PRESETS = {
-    "demo": Schedule(),  # CPU, the embedded model, ≤ 60 min on 2 cores
-    # every phase at the smallest size that runs it: ≤ 10 min, CI runs it
-    "quick": Schedule(templates="calc_column_stat,calc_rename_sheet,calc_add_sheet", holdout="calc_add_sheet",
-                      train_tasks=4, test_tasks=3, envs=2, bc_epochs=2, rl_iterations=1, rl_tasks=2, samples=2,
-                      max_steps=3, max_new_tokens=40, grpo_epochs=1, entropulse_epochs=1, k=2, train_layers=2,
-                      eval_limit=0, explore_tasks=2, explore_samples=2),
-    # The paper's recipe on GPUs (this project's choices where the paper gives no number): the full
-    # generated suites, vLLM rollouts over a Docker fleet, DeepSpeed ZeRO-2 training in bfloat16.
-    "osworld": Schedule(templates="", holdout="", train_tasks=2000, test_tasks=300, build_envs=16, eval_limit=0,
-                        envs=256, backend="docker", engine="vllm", max_steps=15, max_new_tokens=96, budgets="",
-                        launcher="accelerate launch --config_file configs/accelerate/zero2.yaml", dtype="bfloat16",
-                        gradient_checkpointing=True, train_layers=0, batch_rows=16, bc_epochs=2, lr_bc=1e-5, rl_iterations=20,
-                        rl_tasks=0, samples=8, lr_rl=1e-6, beta=0.001, k=8, lr_entropulse=1e-5),
-}
+PRESETS = Path(__file__).with_name("presets")  # NAME.yaml: the settings a preset changes
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESETS.glob("*.yaml"))
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """A settings file (YAML: KEY: VALUE for any of Schedule's fields), checked against the fields'
+    types; ValueError names the file and the key."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected KEY: VALUE lines, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(Schedule)}
+    for key, value in data.items():
+        if key not in fields:
+            raise ValueError(f"{path}: unknown setting {key!r}; known: {', '.join(fields)}")
+        kind = type(getattr(Schedule(), key))
+        try:  # YAML reads 1e-5 (no dot) as a string; a float field takes 3 as 3.0
+            data[key] = kind(value) if kind in (int, float) and isinstance(value, (str, int)) \
+                and not isinstance(value, bool) else value
+        except ValueError:
+            pass
+        if not isinstance(data[key], kind) or kind is int and isinstance(data[key], bool):
+            raise ValueError(f"{path}: {key} takes a {kind.__name__}, not {value!r}")
+    return data
+
+
+def schedule(preset: str = "demo", config: Path | None = None, assignments: list[str] = ()) -> Schedule:
+    """The preset's settings, then the config file's, then the KEY=VALUE assignments'."""
+    if preset not in preset_names():
+        raise ValueError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
+    settings = load_config(PRESETS / f"{preset}.yaml") | (load_config(config) if config else {})
+    return override(Schedule(**settings), list(assignments))
+
+
+def show_config(s: Schedule) -> str:
+    """The whole settings as a file --config takes."""
+    import yaml
+
+    return yaml.safe_dump(dataclasses.asdict(s), sort_keys=False)
 
 
 def override(s: Schedule, assignments: list[str]) -> Schedule:
@@ -143,16 +177,21 @@ class Steps:
             if not self.dry_run:
                 subprocess.run(command, check=True)
             return None
-        module, config = STAGES[stage]
-        stage_module = importlib.import_module(f"computerrl.stages.{module}")
-        cfg = getattr(stage_module, config)(**options)
-        return stage_module.run(cfg) if stage == "spawn-envs" else stage_module.run(cfg, self.console)
+        config, run_stage = stages()[stage]
+        cfg = config(**options)
+        return run_stage(cfg) if stage == "spawn-envs" else run_stage(cfg, self.console)
 
 
-STAGES = {  # the schedule's steps: stage module and its config class
-    "tasks-build": ("tasks_build", "BuildConfig"), "spawn-envs": ("spawn_envs", "SpawnEnvsConfig"),
-    "eval": ("eval", "EvalConfig"), "rollout": ("rollout", "RolloutConfig"), "grpo": ("grpo", "GRPOConfig"),
-    "sft": ("sft", "SFTConfig"), "filter-success": ("filter_success", "FilterSuccessConfig")}
+def stages() -> dict[str, tuple[type, Any]]:
+    """The schedule's steps: each stage's config class and run function (imported when a step runs)."""
+    from computerrl.stages import eval as eval_stage
+    from computerrl.stages import filter_success, grpo, rollout, sft, spawn_envs, tasks_build
+
+    return {"tasks-build": (tasks_build.BuildConfig, tasks_build.run),
+            "spawn-envs": (spawn_envs.SpawnEnvsConfig, spawn_envs.run),
+            "eval": (eval_stage.EvalConfig, eval_stage.run), "rollout": (rollout.RolloutConfig, rollout.run),
+            "grpo": (grpo.GRPOConfig, grpo.run), "sft": (sft.SFTConfig, sft.run),
+            "filter-success": (filter_success.FilterSuccessConfig, filter_success.run)}
 
 
 def cli_args(options: dict) -> list[str]:
@@ -304,9 +343,9 @@ def _task_draw(train: Path, out: Path, n: int, seed: int, part: int = 0) -> Path
 
 def groups_with_signal(batches: list[Path]) -> int:
     """GRPO groups of these rollouts whose rewards differ (a flat group teaches nothing)."""
+    from computerrl.data.datasets_io import step_rows
     from computerrl.policy.grpo_loss import group_advantages
-    from computerrl.stages.grpo import load_rows
 
-    rows = [r for r in load_rows(batches) if not r["error"]]
+    rows = [r for r in step_rows(batches, ["group_id", "reward", "error"]) if not r["error"]]
     _, flat = group_advantages([r["reward"] for r in rows], [r["group_id"] for r in rows])
     return len({r["group_id"] for r in rows} - flat)
