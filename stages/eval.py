@@ -32,7 +32,7 @@ from computerrl.data.files import write_atomic
 from computerrl.data.stats import action_function, action_key, entropy, pass_at_k, wilson
 from computerrl.envs.service.episode import EVALUATOR_ERROR
 from computerrl.envs.service.trajectories import Journal, plan, play_on_envs, step_dataset
-from computerrl.policy.session import PlayConfig
+from computerrl.stages.playing import PlayConfig
 
 
 @dataclasses.dataclass

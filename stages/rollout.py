@@ -29,7 +29,7 @@ from pathlib import Path
 
 from computerrl.envs.tasks.task_set import TaskItem
 from computerrl.envs.service.trajectories import Journal, plan, play_on_envs, step_dataset
-from computerrl.policy.session import PlayConfig
+from computerrl.stages.playing import PlayConfig
 
 
 @dataclasses.dataclass

@@ -230,6 +230,10 @@ def test_an_accepted_api_runs_in_a_rollout_step_and_changes_the_document(run_dir
 
     if not (run_dir / "apis" / "calc_apis.py").exists():
         test_a_written_transcript_builds_what_passes_and_rejects_the_rest_with_its_reason(run_dir)
+    from computerrl.stages.rollout import RolloutConfig
+
+    RolloutConfig(apis=run_dir / "apis")  # a config checks the folder; it registers nothing
+    assert "fill_down" not in REGISTRY.render(["CalcTools"])
     generated.load(run_dir / "apis")  # as rollout --apis does: the prompt shows it, the parser accepts it
     try:
         assert "def fill_down(range_str: str) -> None:" in REGISTRY.render(["CalcTools"])
