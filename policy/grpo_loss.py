@@ -109,3 +109,56 @@ def rows_loss(model, prompts, answers, advantages, old, clip: Clip, *, temperatu
     return total, {"loss": total.item(), "entropy": torch.cat(entropy).sum().item(), "kl": stats["kl"].sum().item(),
                    "ratio": stats["ratio"].sum().item(), "clip_low": stats["clipped_low"].sum().item(),
                    "clip_high": stats["clipped_high"].sum().item()}
+
+
+OWN_ENGINE = "transformers"  # rows it sampled (in float32) carry the trainer's own numbers as πold
+
+
+def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch_tokens: int,
+                   tis_cap: float | None, ref: str | None, dtype: str) -> dict:
+    """What GRPO holds fixed over an update, per token of each row's response, as lists (saved for a resume):
+    πold (the sampler's numbers; the trainer's, for rows another engine sampled, with the truncated importance
+    weight w when `tis_cap` is set) and πref (the checkpoint `ref`; None: β = 0, no KL)."""
+    import torch
+
+    from computerrl.policy.checkpoint import load_model, resolve
+    from computerrl.policy.logprobs import response_logprobs
+    from computerrl.policy.trainer import micro_batches
+
+    prompts, answers = [r["prompt_ids"] for r in rows], [r["response_ids"] for r in rows]
+
+    def trainer_logprobs(model, idx):
+        out, was_training = {}, model.training
+        model.eval()
+        with torch.no_grad():
+            for batch in micro_batches([prompts[i] for i in idx], [len(prompts[i]) + len(answers[i]) for i in idx],
+                                       micro_batch_tokens, 0):
+                rows_ = [idx[j] for j in batch]
+                logp = response_logprobs(model, [prompts[i] for i in rows_], [answers[i] for i in rows_], temperature,
+                                         pad_id=trainer.pad_id)
+                out.update({i: lp.float().cpu().tolist() for i, lp in zip(rows_, logp)})
+        model.train(was_training)
+        return out
+
+    foreign = [i for i, r in enumerate(rows)
+               if r["engine"] != OWN_ENGINE or len(r["behavior_logprobs"]) != len(r["response_ids"])]
+    recomputed = trainer_logprobs(trainer.model, foreign) if foreign else {}
+    old, weight = [], []
+    for i, r in enumerate(rows):
+        behavior = r["behavior_logprobs"]
+        if i not in recomputed:
+            old.append(list(behavior))
+            weight.append(None)
+            continue
+        old.append(recomputed[i])
+        known = tis_cap is not None and len(behavior) == len(r["response_ids"])
+        weight.append(truncated_is_weight(torch.tensor(recomputed[i]), torch.tensor(behavior), tis_cap).tolist()
+                      if known else None)
+    fixed = {"old": old, "weight": weight}
+    if ref is not None:
+        ref_model = load_model(resolve(ref), device=str(trainer.device), dtype=dtype)
+        ref_model.eval()
+        by_row = trainer_logprobs(ref_model, list(range(len(rows))))
+        fixed["ref"] = [by_row[i] for i in range(len(rows))]
+        del ref_model
+    return fixed

@@ -37,7 +37,6 @@ from pathlib import Path
 from computerrl.data.datasets_io import require_datasets
 from computerrl.policy.trainer import TrainConfig
 
-OWN_ENGINE = "transformers"  # rows it sampled (in float32) carry the trainer's own numbers as πold
 
 
 @dataclasses.dataclass
@@ -108,7 +107,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
 
     from computerrl.data.datasets_io import lineage
     from computerrl.policy.checkpoint import policy_version, resolve
-    from computerrl.policy.grpo_loss import Clip, group_advantages, rows_loss
+    from computerrl.policy.grpo_loss import Clip, fixed_logprobs, group_advantages, rows_loss
     from computerrl.policy.trainer import Trainer, micro_batches, new_version, progress
 
     console = console or Console(soft_wrap=True)
@@ -137,7 +136,9 @@ def run(cfg: GRPOConfig, console=None) -> dict:
         answers = [r["response_ids"] for r in rows]
         fixed = trainer.state.setdefault("fixed", {})  # πold and πref per token, taken before the first update
         if "old" not in fixed:
-            fixed.update(_fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature))
+            fixed.update(fixed_logprobs(trainer, rows, temperature, micro_batch_tokens=cfg.micro_batch_tokens,
+                                        tis_cap=cfg.tis_cap if cfg.tis else None,
+                                        ref=(cfg.ref or cfg.model) if cfg.beta else None, dtype=cfg.dtype))
             trainer.save_state()
         old = [torch.tensor(x) for x in fixed["old"]]
         weight = [torch.tensor(x) if x is not None else None for x in fixed["weight"]]
@@ -178,50 +179,3 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     out = trainer.save_final(card, summary)
     console.print(f"wrote {out}: {trainer.updates} optimizer steps on {len(rows)} steps")
     return summary
-
-
-def _fixed_logprobs(cfg, trainer, rows, prompts, answers, temperature) -> dict:
-    """πold per token (the sampler's numbers, or the trainer's for rows of another engine, with the
-    truncated importance weight) and πref per token when beta > 0, as lists (saved for a resume)."""
-    import torch
-
-    from computerrl.policy.checkpoint import load_model, resolve
-    from computerrl.policy.grpo_loss import truncated_is_weight
-    from computerrl.policy.logprobs import response_logprobs
-    from computerrl.policy.trainer import micro_batches
-
-    def trainer_logprobs(model, idx):
-        out, was_training = {}, model.training
-        model.eval()
-        with torch.no_grad():
-            for batch in micro_batches([prompts[i] for i in idx], [len(prompts[i]) + len(answers[i]) for i in idx],
-                                       cfg.micro_batch_tokens, 0):
-                rows_ = [idx[j] for j in batch]
-                logp = response_logprobs(model, [prompts[i] for i in rows_], [answers[i] for i in rows_], temperature,
-                                         pad_id=trainer.pad_id)
-                out.update({i: lp.float().cpu().tolist() for i, lp in zip(rows_, logp)})
-        model.train(was_training)
-        return out
-
-    foreign = [i for i, r in enumerate(rows)
-               if r["engine"] != OWN_ENGINE or len(r["behavior_logprobs"]) != len(r["response_ids"])]
-    recomputed = trainer_logprobs(trainer.model, foreign) if foreign else {}
-    old, weight = [], []
-    for i, r in enumerate(rows):
-        behavior = r["behavior_logprobs"]
-        if i not in recomputed:
-            old.append(list(behavior))
-            weight.append(None)
-            continue
-        old.append(recomputed[i])
-        known = cfg.tis and len(behavior) == len(r["response_ids"])
-        weight.append(truncated_is_weight(torch.tensor(recomputed[i]), torch.tensor(behavior), cfg.tis_cap).tolist()
-                      if known else None)
-    fixed = {"old": old, "weight": weight}
-    if cfg.beta:
-        ref_model = load_model(resolve(cfg.ref or cfg.model), device=str(trainer.device), dtype=cfg.dtype)
-        ref_model.eval()
-        by_row = trainer_logprobs(ref_model, list(range(len(rows))))
-        fixed["ref"] = [by_row[i] for i in range(len(rows))]
-        del ref_model
-    return fixed

@@ -149,6 +149,10 @@ def test_grpo_rows_of_another_engine_get_the_trainers_old_logprobs_and_truncated
     weights = (min(2.0, float(torch.tensor(0.5).exp())), 2.0)  # e^0.5 ≈ 1.65 kept, e^2 ≈ 7.4 cut to the cap
     expected = -(n[0] * weights[0] * adv[0] + n[1] * weights[1] * adv[1]) / sum(n)
     assert metrics["loss"] == pytest.approx(expected, rel=1e-3)
+    # with a KL term whose reference is the policy it starts from: πref = πθ on the first step, so no KL
+    run(GRPOConfig(rollouts=[tmp_path / "steps"], out=tmp_path / "kl", epochs=1, lr=1e-6, temperature=1.0, beta=0.5))
+    with_kl = load(tmp_path / "kl" / "metrics")[0]
+    assert with_kl["kl"] == pytest.approx(0.0, abs=1e-5) and with_kl["loss"] == pytest.approx(expected, rel=1e-3)
 
 
 def test_micro_batches_hold_every_row_once_group_alike_prompts_and_keep_the_budget():
