@@ -1,6 +1,6 @@
 """`computerrl tasks build`: generate a task suite and prove every task solvable on real desktops.
 
-Instances come from templates × parameters (`data.suites`), split so that train, test, valid
+Instances come from templates × parameters (`envs/tasks/suites`), split so that train, test, valid
 (`--valid`, drawn from train's templates, for choosing settings without looking at test) and rl
 (`--rl`, from train's templates too: tasks for RL that behaviour cloning never imitated) never
 share an instance; their files go to a cache folder (`files/`, read by env servers with
