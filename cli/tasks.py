@@ -125,8 +125,8 @@ def build(
                                             "lists the known ones).")] = "",
     replay: Annotated[bool, typer.Option("--replay/--no-replay", help="Replay reference solutions on desktops "
                                          "and keep only the tasks that score 1.0.")] = True,
-    envs: Annotated[int, typer.Option("--envs", help="Local env servers replaying in parallel.")] = 2,
-    workdir: Annotated[str, typer.Option(help="Where the env servers keep their state (default: OUT/.envs).")] = "",
+    envs: Annotated[Path, typer.Option("--envs", help="A spawn-envs run whose desktops replay (started with "
+                                       "--cache OUT/files).")] = Path("runs/envs"),
     model: Annotated[str, typer.Option(help="Checkpoint the expert prompts are built for (its tokenizer and prompt "
                                        "budgets): 'embedded' or a local folder.")] = "embedded",
     budgets: Annotated[str, typer.Option(help="Prompt budgets: small or paper (default: chosen by the model's "
@@ -141,7 +141,7 @@ def build(
 
     try:
         cfg = BuildConfig(out=out, train=train, test=test, valid=valid, rl=rl, seed=seed, templates=templates, replay=replay, envs=envs,
-                          workdir=workdir, model=model, budgets=budgets,
+                          model=model, budgets=budgets,
                           holdout_templates=holdout_templates)
     except (ValueError, KeyError) as e:
         raise typer.BadParameter(str(e).strip('"')) from None

@@ -13,25 +13,26 @@ is appended to OUT/transcript.jsonl; `replay` answers from such a file instead o
 
 Writes OUT/dataset (every API proposed: verdict, reason, rounds, error, source tasks, seconds),
 OUT/<app>_apis.py (the accepted ones, for `--apis OUT`) and OUT/summary.json. Killed, the same
-command resumes from OUT/.journal.jsonl (finished APIs are not built again).
+command resumes from its journal, OUT/.journal/ (finished APIs are not built again).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from computerrl.apis import builder
 from computerrl.apis.builder import Spec
+from computerrl.data.files import append_line
 
 REASONS = ("accepted", "failed", "hung", "crashed", "refused", "no_assertion", "no_code", "clash", "duplicate",
            "bad_spec", "over_limit")
 
+
+JOURNAL = ".journal"  # the build in progress (data/journal.py): its analysis and each API built
 
 @dataclasses.dataclass
 class BuildApisConfig:
@@ -118,7 +119,7 @@ class Llm:
             else:
                 answer = self.engine.generate([messages], seed=self.seed)[0].text
                 settings = self.settings
-            _append(self.transcript, {"step": step, "api": api, "round": round_, "prompt": messages, "answer": answer,
+            append_line(self.transcript, {"step": step, "api": api, "round": round_, "prompt": messages, "answer": answer,
                                       **settings})
             return answer
 
@@ -198,40 +199,30 @@ def _verdict(spec: Spec, code: str, tests: str, test_on, refusals) -> tuple[str,
 def run(cfg: BuildApisConfig, console=None) -> dict:
     from rich.console import Console
 
+    from computerrl.data.journal import Journal
+
     console = console or Console(soft_wrap=True)
     summary_path = cfg.out / "summary.json"
-    journal = cfg.out / ".journal.jsonl"
-    if summary_path.exists() and not journal.exists() and not cfg.overwrite:
+    if summary_path.exists() and not (cfg.out / JOURNAL).exists() and not cfg.overwrite:
         console.print(f"{cfg.out} holds a finished build (--overwrite builds again)")
         summary = json.loads(summary_path.read_text())
         console.print(table(summary))
         return summary
     if cfg.overwrite:
-        for leftover in (summary_path, journal, cfg.out / "transcript.jsonl"):
+        for leftover in (summary_path, cfg.out / "transcript.jsonl"):
             leftover.unlink(missing_ok=True)
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    done = _read_journal(journal)
-    settings = _settings(cfg)
-    if "settings" not in done:
-        _append(journal, {"settings": settings})
-    elif done["settings"] != settings:
-        changed = ", ".join(k for k in settings if settings[k] != done["settings"].get(k))
-        raise ValueError(f"{cfg.out} holds a build begun with other settings ({changed}): rerun it as it was, "
-                         "or --overwrite to start afresh")
+        Journal(cfg.out / JOURNAL, {}, restart=True).remove()
+    journal = Journal(cfg.out / JOURNAL, _settings(cfg))
     llm = Llm(cfg, cfg.out / "transcript.jsonl")
     try:
-        if "analysis" not in done:
-            done["analysis"] = _analyse(cfg, llm)
-            _append(journal, {"analysis": done["analysis"]})
-        specs = [Spec(**s) for s in done["analysis"]["specs"]]
-        todo = [s for s in specs if s.name not in done["apis"]]
-        if len(todo) < len(specs):
-            console.print(f"resuming: {len(specs) - len(todo)} of {len(specs)} APIs already built")
-        if todo:
-            _build_all(cfg, llm, todo, journal, done["apis"], console)
+        if not journal.has("analysis"):
+            journal.add("analysis", _analyse(cfg, llm))
+        analysis = journal.get("analysis")
+        specs = [Spec(**s) for s in analysis["specs"]]
+        _build_all(cfg, llm, specs, journal, console)
     finally:
         llm.close()
-    return _finish(cfg, specs, done, console)
+    return _finish(cfg, specs, analysis, {s.name: journal.get(f"api:{s.name}") for s in specs}, journal, console)
 
 
 def _analyse(cfg: BuildApisConfig, llm: Llm) -> dict:
@@ -266,14 +257,15 @@ def _sample_tasks(cfg: BuildApisConfig) -> list[dict]:
             for i in items[::stride][:cfg.sample_tasks]]
 
 
-def _build_all(cfg: BuildApisConfig, llm: Llm, todo: list[Spec], journal: Path, built: dict, console) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from computerrl.envs.service.client import EnvError
+def _build_all(cfg: BuildApisConfig, llm: Llm, specs: list[Spec], journal, console) -> None:
+    """Every API the journal lacks, built and tested on the desktops of `cfg.envs`, one per desktop at a time."""
+    from computerrl.data.journal import work_through
     from computerrl.envs.fleet.pool import EnvPool
+    from computerrl.envs.service.client import EnvError
 
+    if all(journal.has(f"api:{s.name}") for s in specs):
+        return
     pool = EnvPool.from_manifest(cfg.envs, call_timeout_s=cfg.timeout_s + 60)
-    lock = threading.Lock()
 
     def test_on(code: str, tests: str) -> tuple[dict, bool]:
         try:
@@ -282,28 +274,19 @@ def _build_all(cfg: BuildApisConfig, llm: Llm, todo: list[Spec], journal: Path, 
         except EnvError as e:  # the desktop was lost under the code (or before it): that API's, not the build's
             return {"ok": False, "error": f"the desktop was lost: {e}"}, False
 
-    def one(spec: Spec) -> None:
-        row = build_one(spec, cfg, llm, test_on)
-        with lock:
-            _append(journal, {"api": row})
-            built[spec.name] = row
-            mark = "[green]accepted[/]" if row["verdict"] == "accepted" else f"[red]{row['reason']}[/]"
-            progress.console.print(f"{spec.name}: {mark} after {row['rounds']} round(s), {row['seconds']:.1f} s"
-                                   + (f" — {row['error'][:160]}" if row["error"] else ""), highlight=False)
-            progress.advance(bar)
+    def said(name: str, row: dict) -> str:
+        mark = "[green]accepted[/]" if row["verdict"] == "accepted" else f"[red]{row['reason']}[/]"
+        return (f"{row['name']}: {mark} after {row['rounds']} round(s), {row['seconds']:.1f} s"
+                + (f" — {row['error'][:160]}" if row["error"] else ""))
 
     try:
-        with Progress(TextColumn("[bold]APIs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as progress:
-            bar = progress.add_task("apis", total=len(todo))
-            with ThreadPoolExecutor(max(1, pool.size)) as workers:
-                for f in [workers.submit(one, s) for s in todo]:
-                    f.result()
+        work_through(journal, [(f"api:{s.name}", s) for s in specs], lambda spec: build_one(spec, cfg, llm, test_on),
+                     workers=pool.size, label="APIs", console=console, said=said)
     finally:
         pool.close()
 
 
-def _finish(cfg: BuildApisConfig, specs: list[Spec], done: dict, console) -> dict:
+def _finish(cfg: BuildApisConfig, specs: list[Spec], analysis: dict, built: dict, journal, console) -> dict:
     import datasets
 
     from computerrl.apis.generated import GeneratedApi, module_path, module_text
@@ -311,8 +294,8 @@ def _finish(cfg: BuildApisConfig, specs: list[Spec], done: dict, console) -> dic
     from computerrl.data.datasets_io import lineage, save_atomic
     from computerrl.data.schemas import API_FEATURES
 
-    rows = [done["apis"][s.name] for s in specs]
-    for d in done["analysis"]["dropped"]:
+    rows = [built[s.name] for s in specs]
+    for d in analysis["dropped"]:
         rows.append({"app": cfg.app, "name": d["name"], "signature": "", "doc": "", "code": "", "tests": "",
                      "verdict": "rejected", "reason": d["reason"], "rounds": 0, "error": d["why"], "source_tasks": [],
                      "seconds": 0.0})
@@ -328,7 +311,7 @@ def _finish(cfg: BuildApisConfig, specs: list[Spec], done: dict, console) -> dic
                "seconds_per_api": round(sum(r["seconds"] for r in built) / max(1, len(built)), 2),
                "apis": [{k: r[k] for k in ("name", "verdict", "reason", "rounds", "seconds")} for r in rows]}
     write_atomic(cfg.out / "summary.json", json.dumps(summary, indent=2))
-    (cfg.out / ".journal.jsonl").unlink(missing_ok=True)
+    journal.remove()  # the build is whole: nothing to resume
     console.print(table(summary))
     console.print(f"wrote {cfg.out}/dataset, {module_path(cfg.out, cfg.app).name} ({len(accepted)} APIs: load them "
                   f"with --apis {cfg.out}) and summary.json")
@@ -354,35 +337,3 @@ def _settings(cfg: BuildApisConfig) -> dict:
     keep = ("app", "tasks", "model", "engine", "temperature", "max_new_tokens", "rounds", "sample_tasks", "max_apis",
             "seed")  # not --replay: a replay cut short may resume from a longer transcript (prompts are checked)
     return {k: str(getattr(cfg, k)) for k in keep}
-
-
-def _read_journal(journal: Path) -> dict:
-    done: dict = {"apis": {}}
-    if journal.exists():
-        for line in journal.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a kill
-            if "settings" in row:
-                done["settings"] = row["settings"]
-            elif "analysis" in row:
-                done["analysis"] = row["analysis"]
-            elif "api" in row:
-                done["apis"][row["api"]["name"]] = row["api"]
-    return done
-
-
-def _append(path: Path, row: dict) -> None:
-    """One JSON line more, durably; a last line a kill cut short is dropped first (it never finished)."""
-    with open(path, "a+b") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size:
-            f.seek(max(0, size - (1 << 20)))
-            tail = f.read()
-            if not tail.endswith(b"\n"):
-                f.truncate(size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0)
-        f.write(json.dumps(row).encode() + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
-

@@ -31,7 +31,8 @@ from pathlib import Path
 from computerrl.data.files import write_atomic
 from computerrl.data.stats import action_function, action_key, entropy, pass_at_k, wilson
 from computerrl.envs.service.episode import EVALUATOR_ERROR
-from computerrl.envs.service.trajectories import Journal, plan, play_on_envs, step_dataset
+from computerrl.data.journal import Journal
+from computerrl.envs.service.trajectories import plan, play_on_envs, step_dataset
 from computerrl.stages.playing import PlayConfig
 
 
@@ -58,11 +59,12 @@ def run(cfg: EvalConfig, console=None) -> dict:
         console.print(table(summary))
         return summary
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
-                                          key=cfg.key(), console=console)
+                                          key=cfg.key(), console=console,
+                                          restart=cfg.overwrite)
     if jobs:
         play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, stage="eval", out=cfg.out,
                      max_steps=cfg.max_steps, screenshots=cfg.screenshots,
-                     n_tasks=len(playable), console=console, label="eval")
+                     console=console)
     summary = _write(cfg, items, playable, journal)
     shutil.rmtree(cfg.journal, ignore_errors=True)
     console.print(table(summary))

@@ -28,7 +28,8 @@ import json
 from pathlib import Path
 
 from computerrl.envs.tasks.task_set import TaskItem
-from computerrl.envs.service.trajectories import Journal, plan, play_on_envs, step_dataset
+from computerrl.data.journal import Journal
+from computerrl.envs.service.trajectories import plan, play_on_envs, step_dataset
 from computerrl.stages.playing import PlayConfig
 
 
@@ -50,11 +51,12 @@ def run(cfg: RolloutConfig, console=None) -> dict:
         console.print(f"{cfg.out} is already complete (--overwrite replaces it)")
         return json.loads((cfg.out / "summary.json").read_text())
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
-                                          key=cfg.key(), console=console)
+                                          key=cfg.key(), console=console,
+                                          restart=cfg.overwrite)
     if jobs:
         play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, stage="rollout", out=cfg.out,
                      max_steps=cfg.max_steps, screenshots=cfg.screenshots,
-                     iteration=cfg.iteration, n_tasks=len(playable), console=console)
+                     iteration=cfg.iteration, console=console)
     return _assemble(cfg, playable, items, journal, console)
 
 

@@ -49,7 +49,6 @@ class Schedule:
     test_tasks: int = 96  # generated test tasks (held out: eval only; templates take equal shares)
     valid_tasks: int = 0  # generated validation tasks, from train's templates (SUITE/valid: tune settings on them)
     suite: str = ""  # where the suite is built, or found built ("" = RUN/tasks; runs that compare settings share one)
-    build_envs: int = 0  # desktops replaying the reference solutions (0 = envs)
     eval_tasks: str = ""  # tasks every phase is evaluated on ("" = the suite's test split)
     eval_limit: int = 0  # the first N of them (0 = all; the suite interleaves templates)
     eval_base: bool = False  # evaluate the starting model too (the paper's table starts at BC)
@@ -219,17 +218,13 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     step = Steps(s, console, dry_run)
     out = Path(out)
     tasks, envs = Path(s.suite) if s.suite else out / "tasks", out / "envs"
-    if not (tasks / "train").exists():
-        console.rule("tasks build")
-        step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, valid=s.valid_tasks, rl=s.rl_split,
-             seed=seed, templates=s.templates, holdout_templates=s.holdout, envs=s.build_envs or s.envs, model=model,
-             budgets=s.budgets)
-    rl_pool = tasks / ("rl" if s.rl_split else "train")
-    if s.rl_split and not dry_run and not rl_pool.exists():  # said before any desktop starts
+    built, rl_pool = (tasks / "train").exists(), tasks / ("rl" if s.rl_split else "train")
+    if s.rl_split and not dry_run and built and not rl_pool.exists():  # said before any desktop starts
         raise ValueError(f"rl_split={s.rl_split}: the suite {tasks} has no rl split (build a new one, or set "
                          "suite to another folder)")
     if envs.exists():
         step("spawn-envs", out=envs, stop=True)  # desktops an interrupted run left behind
+    # the desktops read the suite's files (written by tasks build, before its replays need them)
     if step("spawn-envs", out=envs, count=s.envs, backend=s.backend, cache=tasks / "files", detach=True):
         raise RuntimeError(f"the desktops did not start; see {envs}")
     playing = dict(envs=envs, max_steps=s.max_steps, max_new_tokens=s.max_new_tokens, budgets=s.budgets,
@@ -292,6 +287,11 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         return out / "entropulse-plays"
 
     try:
+        if not built:
+            console.rule("tasks build")
+            step("tasks-build", out=tasks, train=s.train_tasks, test=s.test_tasks, valid=s.valid_tasks,
+                 rl=s.rl_split, seed=seed, templates=s.templates, holdout_templates=s.holdout, envs=envs, model=model,
+                 budgets=s.budgets)
         if s.eval_base:
             evaluate("base", model)
         bc = sft("bc", model, [tasks / "expert"], s.bc_epochs, s.lr_bc)

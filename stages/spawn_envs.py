@@ -71,7 +71,9 @@ class SpawnEnvsConfig:
         self.out = Path(self.out)
         if self.cache is not None:
             self.cache = Path(self.cache).resolve()
-            if not (self.cache / "index.json").is_file():
+            # a folder not there yet is one `tasks build` writes once these desktops run (its replays need
+            # them): a desktop reads the cache at each task's reset
+            if self.cache.exists() and not (self.cache / "index.json").is_file():
                 raise ValueError(f"--cache {self.cache}: no index.json there (it maps each URL to a file of the "
                                  "folder; `computerrl tasks build` writes one)")
         if self.apis is not None:

@@ -4,37 +4,35 @@ Instances come from templates × parameters (`envs/tasks/suites`), split so that
 (`--valid`, drawn from train's templates, for choosing settings without looking at test) and rl
 (`--rl`, from train's templates too: tasks for RL that behaviour cloning never imitated) never
 share an instance; their files go to a cache folder (`files/`, read by env servers with
-`--cache`). With `--replay` (the default) every reference solution is played on local desktops
-through the same episode loop, parser and prompt a model gets (`envs.service.episode`,
-`policy.agent.ExpertPolicy`): a task is kept only if it scores 1.0, and the replays become the
-expert step dataset for behaviour cloning, whose `messages` are the prompts the model will see
-(built for `--model`'s tokenizer and prompt budgets).
+`--cache`). With `--replay` (the default) every reference solution is played on the desktops of a
+`spawn-envs` run (`--envs`, started with `--cache OUT/files`) through the same episode loop, parser
+and prompt a model gets (`envs.service.episode`, `policy.agent.ExpertPolicy`): a task is kept only
+if it scores 1.0, and the replays become the expert step dataset for behaviour cloning, whose
+`messages` are the prompts the model will see (built for `--model`'s tokenizer and prompt budgets).
 
-Reads:  nothing (templates are code), and `--model`'s tokenizer.
+Reads:  nothing (templates are code), `--model`'s tokenizer, and `--envs`'s manifest (with --replay).
 Writes: OUT/train, OUT/test, OUT/valid, OUT/rl (task datasets: task_id, domain, template, instruction,
         task_json, solution, gui_solution; valid and rl only when asked for), OUT/expert (step dataset of
         the train tasks' replays: the BC data),
         OUT/files (cache + index.json).
-        A build killed half-way resumes from OUT/.replays.jsonl.
+        A build killed half-way resumes from its journal, OUT/.replays/.
 
-    computerrl tasks build --out runs/tasks --train 20 --test 10 --envs 1
-    computerrl tasks build --out runs/tasks            # 2000 train + 300 test, 2 desktops
+    computerrl spawn-envs --out runs/envs --count 2 --cache runs/tasks/files --detach
+    computerrl tasks build --out runs/tasks --train 20 --test 10 --envs runs/envs
+    computerrl tasks build --out runs/tasks --envs runs/envs     # 2000 train + 300 test
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import threading
+import shutil
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Callable
 
 from computerrl.envs.tasks.suites import Instance, get_template
 from computerrl.envs.tasks.suites.build import pick_holdout, splits, task_rows, write_files
 
-JOURNAL = ".replays.jsonl"  # replays of a build in progress, one JSON line each: a rerun resumes from them
+JOURNAL = ".replays"  # replays of a build in progress (data/journal.py): a rerun resumes from them
 
 
 @dataclasses.dataclass
@@ -47,8 +45,7 @@ class BuildConfig:
     seed: int = 0  # the same seed (and counts, templates) gives the same suite
     templates: str = ""  # comma-separated template names ("" = all registered)
     replay: bool = True  # replay every reference solution on real desktops, keep the 1.0 ones
-    envs: int = 2  # local env servers (one desktop each) replaying in parallel
-    workdir: str = ""  # where the env servers keep their state ("" = OUT/.envs)
+    envs: Path = Path("runs/envs")  # spawn-envs run whose desktops replay (started with --cache OUT/files)
     model: str = "embedded"  # checkpoint whose tokenizer and prompt budgets the expert prompts are built for
     budgets: str = ""  # prompt budget name (policy.prompt.BUDGETS; "" = chosen by the model's size)
     holdout_templates: str = ""  # templates only test draws from: a count N or comma-separated names ("" = none)
@@ -56,8 +53,7 @@ class BuildConfig:
     def __post_init__(self):
         if min(self.train, self.test, self.valid, self.rl) < 0 or self.train + self.test == 0:
             raise ValueError("--train, --test, --valid and --rl must be >= 0, and --train and --test not both 0")
-        if self.envs < 1:
-            raise ValueError("--envs must be at least 1")
+        self.out, self.envs = Path(self.out), Path(self.envs)
         for name in self.template_names:
             get_template(name)  # unknown name: KeyError listing the known ones
         self.holdout = pick_holdout(self.holdout_templates, self.seed, self.template_names or None)
@@ -119,7 +115,7 @@ def run(cfg: BuildConfig, console=None) -> dict:
     for split, insts in written.items():
         ds = datasets.Dataset.from_dict(task_rows(insts, cfg.holdout), features=TASK_FEATURES)
         save_atomic(ds, out / split, lineage=lineage("tasks build", cfg, {"split": split}))
-    (out / JOURNAL).unlink(missing_ok=True)  # the build is whole: nothing to resume
+    shutil.rmtree(out / JOURNAL, ignore_errors=True)  # the build is whole: nothing to resume
     summary.update({split: len(insts) for split, insts in written.items()}, holdout=cfg.holdout,
                    per_domain=dict(Counter(i.domain for insts in written.values() for i in insts)))
     console.print("wrote " + ", ".join(f"{out / split} ({len(insts)} tasks)" for split, insts in written.items()))
@@ -131,99 +127,47 @@ def why_dropped(t) -> str:
     return t.error or f"score {t.score:g}: {t.detail}".strip()
 
 
-def replay_all(pool, instances: list[Instance], expert_prompt, *, on_done: Callable | None = None) -> list:
-    """Play every instance's reference solution on the pool's desktops, one worker per desktop.
-
-    `expert_prompt`: (Budgets, count_tokens) the expert's chats are built with. Trajectories come
-    back in the order of `instances`.
-    """
+def replay_all(pool, instances: list[Instance], expert_prompt, journal, *, console=None) -> list:
+    """Play every instance's reference solution on the pool's desktops, one worker per desktop, each
+    replay journaled as it finishes (`journal`: data/journal.Journal); the replays (journaled ones too)
+    come back in the order of `instances`. `expert_prompt`: (Budgets, count_tokens) the expert's chats
+    are built with."""
+    from computerrl.data.journal import work_through
     from computerrl.envs.service.client import EnvError
     from computerrl.envs.service.episode import Trajectory, play
     from computerrl.policy.agent import ExpertPolicy
 
-    def one(inst: Instance) -> Trajectory:
+    def one(inst: Instance) -> dict:
         try:
             with pool.lease() as env:
-                return play(env, ExpertPolicy(inst.solution, *expert_prompt), inst.task, domain=inst.domain,
-                            group_id=f"{inst.task_id}:expert")
+                t = play(env, ExpertPolicy(inst.solution, *expert_prompt), inst.task, domain=inst.domain,
+                         group_id=f"{inst.task_id}:expert")
         except (EnvError, TimeoutError) as e:
-            return Trajectory(inst.task_id, 0, [], error=f"env: {e}")
+            t = Trajectory(inst.task_id, 0, [], error=f"env: {e}")
+        return dataclasses.asdict(t)
 
-    results, lock = {}, threading.Lock()
-    with ThreadPoolExecutor(max_workers=pool.size) as ex:
-        for f in as_completed([ex.submit(one, inst) for inst in instances]):
-            t = f.result()
-            with lock:
-                results[t.task_id] = t
-            if on_done:
-                on_done(t)
-    return [results[i.task_id] for i in instances]
-
-
-class _Journal:
-    """Replays written one line at a time as they finish, so a build killed half-way resumes. The first
-    line is the config: a journal of another config (seed, counts, templates) is started afresh."""
-
-    def __init__(self, path: Path, cfg: BuildConfig):
-        from computerrl.envs.service.episode import Trajectory
-
-        self.path, self.lock, self.done = path, threading.Lock(), []
-        key = json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("envs", "workdir")},
-                         sort_keys=True, default=str)
-        lines = path.read_text().splitlines() if path.exists() else []
-        if lines and lines[0] == key:
-            for line in lines[1:]:
-                try:
-                    self.done.append(Trajectory(**json.loads(line)))
-                except (ValueError, TypeError):  # the line a kill cut short
-                    break
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(key + "\n")
-
-    def add(self, trajectory) -> None:
-        with self.lock, open(self.path, "a") as f:
-            f.write(json.dumps(dataclasses.asdict(trajectory)) + "\n")
+    work_through(journal, [(i.task_id, i) for i in instances], one, workers=pool.size, label="replays",
+                 console=console, tally=lambda t: {"kept": bool(t["success"])},
+                 shown=lambda n, seconds: f"kept {n.get('kept', 0)}")
+    return [Trajectory(**journal.get(i.task_id)) for i in instances]
 
 
 def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> list:
-    """Start `cfg.envs` local env servers reading out/files, replay every instance, stop them."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from computerrl.envs.fleet.backends.local import LocalBackend
-    from computerrl.envs.fleet.pool import EnvPool, wait_healthy
+    """Replay every instance on the desktops of `cfg.envs`, which must read this build's files."""
+    from computerrl.data.journal import Journal
+    from computerrl.envs.fleet.manifest import fleet_cache
+    from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import prompt_settings, resolve
 
-    journal = _Journal(out / JOURNAL, cfg)
-    results = [r for r in journal.done if r.task_id in {i.task_id for i in instances}]
-    todo = [i for i in instances if i.task_id not in {r.task_id for r in results}]
-    if results:
-        console.print(f"resuming: {len(results)} replays of an interrupted build are kept, {len(todo)} to go")
-    if not todo:
-        return results
-    expert_prompt = prompt_settings(resolve(cfg.model), cfg.budgets)
-    backend = LocalBackend(cfg.workdir or out / ".envs", server_args=("--cache", str((out / "files").resolve())))
-    handles = []
+    files = (out / "files").resolve()
+    if fleet_cache(cfg.envs) != files:
+        raise ValueError(f"the desktops of {cfg.envs} read task files from {fleet_cache(cfg.envs) or 'no cache'}, "
+                         f"not from this build's {files}: start them with `computerrl spawn-envs --out {cfg.envs} "
+                         f"--cache {files} …`")
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "envs"}
+    journal = Journal(out / JOURNAL, settings, restart=True)  # another build's replays are of other tasks
+    pool = EnvPool.from_manifest(cfg.envs, max_steps=max(len(i.solution) for i in instances) + 2)
     try:
-        handles = [backend.start(f"build-{k}") for k in range(min(cfg.envs, len(todo)))]
-        pool = EnvPool(handles, backend, max_steps=max(len(i.solution) for i in todo) + 2)
-        for h in handles:
-            problem = wait_healthy(pool.clients[h.env_id], pool.start_timeout_s)
-            if problem:
-                raise RuntimeError(f"env server {h.env_id} did not become healthy: {problem}")
-        with Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TextColumn("kept {task.fields[kept]}"),
-                      TimeElapsedColumn(), console=console) as bar:
-            job = bar.add_task("replay", total=len(todo), kept=0)
-            kept = [0]
-
-            def done(t):
-                journal.add(t)
-                kept[0] += t.success
-                bar.update(job, advance=1, kept=kept[0])
-
-            results += replay_all(pool, todo, expert_prompt, on_done=done)
-        pool.close()
-        return results
+        return replay_all(pool, instances, prompt_settings(resolve(cfg.model), cfg.budgets), journal, console=console)
     finally:
-        for h in handles:
-            backend.stop(h)
+        pool.close()

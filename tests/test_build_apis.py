@@ -15,7 +15,8 @@ from conftest import act, desktop_of
 from computerrl.apis import generated
 from computerrl.data.datasets_io import load, save_atomic
 from computerrl.data.schemas import TASK_FEATURES
-from computerrl.stages.build_apis import REASONS, BuildApisConfig, ReplayError, run
+from computerrl.data.journal import Journal
+from computerrl.stages.build_apis import JOURNAL, REASONS, BuildApisConfig, ReplayError, _settings, run
 
 
 def fn(signature: str, doc: str, body: str, imports: str = "") -> str:
@@ -209,8 +210,8 @@ def test_a_recorded_build_replays_exactly_and_a_killed_build_resumes(run_dir):
     cut = write_jsonl(run_dir / "cut.jsonl", [r for r in rows if not (r["api"] == "wait_for_recalc" and r["round"] == 2)])
     with pytest.raises(ReplayError, match="wait_for_recalc, round 2"):
         run(config(run_dir, "replayed", cut))
-    journal = (run_dir / "replayed" / ".journal.jsonl").read_text()
-    assert '"analysis"' in journal and '"fill_down"' in journal  # finished APIs kept
+    journal = Journal(run_dir / "replayed" / JOURNAL, _settings(config(run_dir, "replayed", cut)))
+    assert journal.has("analysis") and journal.get("api:fill_down")["name"] == "fill_down"  # finished APIs kept
     exchanges = len((run_dir / "replayed" / "transcript.jsonl").read_text().splitlines())
     run(config(run_dir, "replayed", recorded))  # the same command, with the whole transcript: resumes
     again = (run_dir / "replayed" / "transcript.jsonl").read_text().splitlines()[exchanges:]
@@ -370,15 +371,16 @@ def test_a_real_model_builds_through_the_openai_engine(run_dir, llama_server):
     assert [(a["name"], a["reason"]) for a in again["apis"]] == [(a["name"], a["reason"]) for a in summary["apis"]]
 
 
-def test_a_line_a_kill_cut_short_is_dropped_and_a_changed_build_is_not_resumed(tmp_path):
-    from computerrl.stages.build_apis import _append
+def test_a_transcript_line_a_kill_cut_short_is_dropped_and_a_changed_build_is_not_resumed(tmp_path):
+    from computerrl.data.files import append_line
 
-    journal = tmp_path / "out" / ".journal.jsonl"
-    journal.parent.mkdir()
-    journal.write_text('{"settings": {"app": "calc"}}\n{"api": {"name": "fill_do')  # killed mid-write
-    _append(journal, {"api": {"name": "negate"}})
-    assert [json.loads(x) for x in journal.read_text().splitlines()] == [{"settings": {"app": "calc"}},
-                                                                      {"api": {"name": "negate"}}]
+    transcript = tmp_path / "out" / "transcript.jsonl"
+    transcript.parent.mkdir()
+    transcript.write_text('{"step": "analyse"}\n{"step": "implement", "api": "fill_do')  # killed mid-write
+    append_line(transcript, {"step": "implement", "api": "negate"})
+    assert [json.loads(x) for x in transcript.read_text().splitlines()] == [{"step": "analyse"},
+                                                                         {"step": "implement", "api": "negate"}]
+    Journal(tmp_path / "out" / JOURNAL, {"app": "calc"})  # a build of calc, killed
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     with pytest.raises(ValueError, match="other settings .*app.*--overwrite"):

@@ -243,14 +243,15 @@ class WaitingPolicy:
 
 def test_the_page_shows_which_eval_uses_the_fleet_and_how_far_it_is(fleet, tmp_path):
     from computerrl.envs.tasks.task_set import TaskItem
-    from computerrl.envs.service.trajectories import Journal, play_on_envs
+    from computerrl.data.journal import Journal
+    from computerrl.envs.service.trajectories import play_on_envs
 
     envs, url = fleet
     task = {"id": "look", "instruction": "Give up.", "evaluator": {"func": "infeasible"}}
     jobs = [(TaskItem(f"look-{i}", "calc", {**task, "id": f"look-{i}"}), 0) for i in range(3)]
     policy, out = WaitingPolicy(), tmp_path / "eval-out"
     play = threading.Thread(target=play_on_envs, args=(envs, policy, jobs, Journal(tmp_path / "journal", {})),
-                            kwargs=dict(stage="eval", out=out, max_steps=2, n_tasks=3))
+                            kwargs=dict(stage="eval", out=out, max_steps=2))
     play.start()
     try:
         row = wait_until(lambda: [line for line in get(url + "/fleet")[1].splitlines() if str(out) in line], 30)

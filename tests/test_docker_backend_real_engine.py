@@ -167,7 +167,7 @@ def test_a_killed_container_is_replaced_and_its_trajectory_aborted(engines, flee
     journal = out.with_name(f".{out.name}.journal")
     proc = subprocess.Popen([sys.executable, "-m", "computerrl.cli.main", "rollout", *options(fleet, out, samples=3)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert wait_until(lambda: list(journal.glob("*-*.json")), 300)  # a first trajectory is in
+    assert wait_until(lambda: list(journal.glob("item-*.json")), 300)  # a first trajectory is in
     handles, _ = read_manifest(fleet / "envs")
     for h in handles:
         engine = next(e for e in engines if e.url == h.detail["docker_host"])

@@ -77,15 +77,15 @@ def test_a_killed_rollout_resumes_without_duplicates(run_dir):
     cmd = [sys.executable, "-m", "computerrl.cli.main", "rollout", *options(run_dir, out, samples=3)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and len(list(journal.glob("*-*.json"))) < 1:
+    while time.monotonic() < deadline and len(list(journal.glob("item-*.json"))) < 1:
         time.sleep(0.5)
     proc.kill()
     proc.wait()
-    played = len(list(journal.glob("*-*.json")))
+    played = len(list(journal.glob("item-*.json")))
     assert 1 <= played < 6 and not out.exists()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"resuming: {played} trajectories already played" in done.stdout
+    assert f"resuming: {played} of 6 trajectories already done" in done.stdout
     ds = load(out)
     keys = [(r["group_id"], r["sample"], r["step"]) for r in ds]
     assert len(keys) == len(set(keys)) and len({k[:2] for k in keys}) == 6
@@ -106,7 +106,7 @@ def test_desktops_killed_mid_rollout_abort_their_trajectories_and_the_stage_comp
     cmd = [sys.executable, "-m", "computerrl.cli.main", "rollout", *options(run_dir, out, samples=3)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not list(journal.glob("*-*.json")):
+    while time.monotonic() < deadline and not list(journal.glob("item-*.json")):
         time.sleep(0.2)
     handles, _ = read_manifest(run_dir / "envs")
     for h in handles:

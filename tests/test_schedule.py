@@ -36,7 +36,7 @@ def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
         parse(command)
     stages = [c[c.index("computerrl.cli.main") + 1] if "-m" in c else c[1] for c in commands]
     evaluated = ["eval", "eval"]  # greedy on every eval task, then K plays at T = 1 of the first ones
-    assert stages == ["tasks", "spawn-envs", "sft", *evaluated] + ["rollout", "grpo"] * 3 + \
+    assert stages == ["spawn-envs", "tasks", "sft", *evaluated] + ["rollout", "grpo"] * 3 + \
         [*evaluated, "filter-success", "sft", *evaluated] + ["rollout", "grpo"] * 3 + [*evaluated, "spawn-envs"]
     trained = [c for c in commands if "-m" in c]
     assert len(trained) == 8 and all(c[:4] == ["accelerate", "launch", "--config_file",
@@ -51,8 +51,10 @@ def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
     grpo = [parse(c) for c in commands if "grpo" in c]
     assert [str(ctx.params["ref"]) for ctx in grpo] == ["runs/osw/bc"] * 3 + ["runs/osw/entropulse"] * 3
     assert {ctx.params["beta"] for ctx in grpo} == {0.001} and {ctx.params["lr"] for ctx in grpo} == {1e-6}
-    fleet = parse(commands[1])
+    fleet, build = parse(commands[0]), parse(commands[1])
     assert fleet.params["backend"] == "docker" and fleet.params["count"] == 256
+    # the suite's replays run on that fleet, whose desktops read the files the build writes
+    assert str(build.params["envs"]) == str(fleet.params["out"]) and fleet.params["cache"] == build.params["out"] / "files"
 
 
 def test_the_cpu_demo_trains_in_process_with_its_bc_settings():
@@ -69,8 +71,8 @@ def test_settings_are_tuned_on_a_validation_split_of_a_shared_suite_and_the_sche
                        "--set", "suite=runs/tune/tasks", "--set", "eval_tasks=runs/tune/tasks/valid",
                        "--set", "stop_after=bc", "--set", "bc_epochs=1")
     stages = [c[1] for c in commands]
-    assert stages == ["tasks", "spawn-envs", "sft", "eval", "eval", "spawn-envs"]  # a new run stops no old desktops
-    build = parse(commands[0])
+    assert stages == ["spawn-envs", "tasks", "sft", "eval", "eval", "spawn-envs"]  # a new run stops no old desktops
+    build = parse(commands[1])
     assert str(build.params["out"]) == "runs/tune/tasks" and build.params["valid"] == 24
     assert build.params["test"] == 96 and build.params["train"] == 24  # the demo's splits, so train is the demo's
     assert {str(parse(c).params["tasks"]) for c in commands if c[1] == "eval"} == {"runs/tune/tasks/valid"}
@@ -93,7 +95,7 @@ def test_entropulse_can_add_hotter_plays_and_the_expert_replays_to_its_data():
 
 def test_rl_can_play_a_split_of_its_own_that_bc_never_imitated():
     commands = dry_run("--preset", "demo", "--out", "runs/r", "--set", "rl_split=24", "--set", "stop_after=rl1")
-    assert parse(commands[0]).params["rl"] == 24
+    assert parse(commands[1]).params["rl"] == 24
     rollouts = [parse(c) for c in commands if c[1] == "rollout"]
     assert rollouts and {str(r.params["tasks"]) for r in rollouts} == {"runs/r/tasks/rl"}
     assert str(parse(next(c for c in commands if c[1] == "sft")).params["data"][0]) == "runs/r/tasks/expert"
@@ -113,7 +115,7 @@ def test_a_preset_is_a_file_a_user_copies_edits_and_passes_back_with_config(tmp_
     mine = tmp_path / "mine.yaml"
     mine.write_text(shown.output.replace("rl_iterations: 20", "rl_iterations: 2").replace("envs: 256", "envs: 32"))
     commands = dry_run("--config", str(mine), "--model", "ckpt/m", "--out", "runs/m")
-    assert len([c for c in commands if c[1] == "rollout"]) == 4 and parse(commands[1]).params["count"] == 32
+    assert len([c for c in commands if c[1] == "rollout"]) == 4 and parse(commands[0]).params["count"] == 32
     trained = [c for c in commands if "-m" in c]  # 2 iterations a phase, the rest the paper's recipe
     assert len([c for c in trained if "grpo" in c]) == 4 and {c[c.index("--dtype") + 1] for c in trained} == {"bfloat16"}
     # on top of a preset, only what the file says changes; --set still comes last

@@ -90,6 +90,7 @@ def test_build_rejects_an_unknown_template(tmp_path):
 def replayed(server, tmp_path_factory):
     """Instance 0 of every template plus a deliberately broken copy, replayed through an EnvPool
     on one desktop (about 2 s a task)."""
+    from computerrl.data.journal import Journal
     from computerrl.envs.fleet.backends.base import EnvHandle
     from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import embedded_checkpoint, prompt_settings
@@ -104,7 +105,8 @@ def replayed(server, tmp_path_factory):
     write_files(instances + [broken], files)
     srv.slots[0].desktop.file_cache = files  # white box: the server's --cache
     pool = EnvPool([EnvHandle("test", f"127.0.0.1:{srv.port}", "local")], max_steps=30)
-    results = replay_all(pool, instances + [broken], prompt_settings(embedded_checkpoint()))
+    journal = Journal(tmp_path_factory.mktemp("replays"), {})
+    results = replay_all(pool, instances + [broken], prompt_settings(embedded_checkpoint()), journal)
     pool.close()
     return instances, results
 
@@ -185,22 +187,42 @@ def test_an_rl_split_is_fresh_instances_of_train_templates_and_changes_no_other_
 
 
 @pytest.mark.desktop
-def test_an_interrupted_build_resumes_from_its_journal(tmp_path):
-    from computerrl.envs.tasks.suites.build import generate
+def test_an_interrupted_build_resumes_from_its_journal_on_the_desktops_of_a_spawn_envs_run(tmp_path):
+    from computerrl.data.journal import Journal
     from computerrl.envs.service.episode import Trajectory
-    from computerrl.stages.tasks_build import JOURNAL, BuildConfig, _Journal, run
+    from computerrl.envs.tasks.suites.build import generate
+    from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
+    from computerrl.stages.tasks_build import JOURNAL, BuildConfig, run
 
-    cfg = BuildConfig(out=tmp_path, train=1, test=1, templates="calc_sort_column", envs=1)
+    suite, envs = tmp_path / "suite", tmp_path / "envs"
+    cfg = BuildConfig(out=suite, train=1, test=1, templates="calc_sort_column", envs=envs)
     train, test = generate(1, 1, 0, ["calc_sort_column"])
-    # What a build killed after its first replay leaves: the config line and one replay, then a cut line.
-    journal = _Journal(tmp_path / JOURNAL, cfg)
-    journal.add(Trajectory(test[0].task_id, 0, [], detail="replayed before the kill"))
-    with open(tmp_path / JOURNAL, "a") as f:
-        f.write('{"task_id": "cut sh')
-    summary = run(cfg)
+    # What a build killed after its first replay leaves: its journal, with that replay in it.
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "envs"}
+    Journal(suite / JOURNAL, settings).add(test[0].task_id, dataclasses.asdict(
+        Trajectory(test[0].task_id, 0, [], detail="replayed before the kill")))
+    assert spawn(SpawnEnvsConfig(out=envs, count=1, detach=True)) == 0  # no --cache: not this build's files
+    try:
+        with pytest.raises(ValueError, match="read task files from no cache.*--cache"):
+            run(cfg)
+        spawn(SpawnEnvsConfig(out=envs, stop=True))
+        # the cache folder does not exist yet: tasks build writes it, after the desktops start
+        assert not (suite / "files").exists()
+        assert spawn(SpawnEnvsConfig(out=envs, count=1, cache=suite / "files", detach=True)) == 0
+        summary = run(cfg)
+    finally:
+        spawn(SpawnEnvsConfig(out=envs, stop=True))
     assert summary["dropped"] == {test[0].task_id: "score 0: replayed before the kill"}  # not replayed again
     assert summary["kept"] == 1 and summary["train"] == 1  # the other one was replayed now
-    assert not (tmp_path / JOURNAL).exists()  # a whole build leaves no journal
+    assert not (suite / JOURNAL).exists()  # a whole build leaves no journal
+
+
+def test_a_cache_folder_of_no_index_is_refused_and_one_not_there_yet_is_not(tmp_path):
+    from computerrl.stages.spawn_envs import SpawnEnvsConfig
+
+    with pytest.raises(ValueError, match="no index.json there"):
+        SpawnEnvsConfig(out=tmp_path / "envs", cache=tmp_path)
+    assert SpawnEnvsConfig(out=tmp_path / "envs", cache=tmp_path / "later").cache == tmp_path / "later"
 
 
 def test_held_out_templates_appear_only_in_test_and_are_marked_out_of_distribution():

@@ -50,3 +50,12 @@ def manifest_rows(run_dir: Path | str) -> list[dict]:
 def handle_of(row: dict) -> EnvHandle:
     return EnvHandle(env_id=row["env_id"], address=row["address"], backend=row["backend"], token=row["token"],
                      desktops=row["desktops"], detail=json.loads(row["detail"] or "{}"))
+
+
+def fleet_cache(run_dir: Path | str) -> Path | None:
+    """The file cache (`spawn-envs --cache`) the fleet's desktops read task files from, as its lineage says."""
+    from computerrl.data.datasets_io import LINEAGE_FILE
+
+    card = manifest_path(run_dir) / LINEAGE_FILE
+    cache = json.loads(card.read_text()).get("options", {}).get("cache") if card.exists() else None
+    return Path(cache).resolve() if cache else None
