@@ -21,11 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import multiprocessing.connection
 import resource
 import statistics
 import time
+from pathlib import Path
 
 ADVANTAGES = (1.0, -1.0)  # alternate, so both sides of the clip are exercised
+DEFAULT_ROLLOUTS = "runs/demo/rl1/rollout-1"  # written by `just demo --quick` (its RL phase 1)
 
 
 def load_rows(path: str, n: int) -> list[dict]:
@@ -138,28 +141,43 @@ def measure(name: str, rows_path: str, n: int, repeats: int, max_tokens: int, ou
     tokens = sum(len(r["prompt_ids"]) + len(r["response_ids"]) for r in rows)
     answer_tokens = sum(len(r["response_ids"]) for r in rows)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out.put({"name": name, "seconds": seconds, "tokens": tokens, "loss": loss / answer_tokens,
-             "peak_mb_over_model": (peak - base) / 1024, "threads": torch.get_num_threads()})
+    out.send({"name": name, "seconds": seconds, "tokens": tokens, "loss": loss / answer_tokens,
+              "peak_mb_over_model": (peak - base) / 1024, "threads": torch.get_num_threads()})
 
 
 def run_child(name: str, args) -> dict:
     ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
+    reader, writer = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=measure, args=(name, args.rollouts, args.rows, args.repeats, args.micro_batch_tokens,
-                                             queue))
+                                             writer))
     proc.start()
-    result = queue.get()
+    # wait for the result or the child's end, whichever comes first: a child that dies sends nothing
+    multiprocessing.connection.wait([reader, proc.sentinel])
+    result = reader.recv() if reader.poll() else None
     proc.join()
+    if result is None:
+        raise SystemExit(f"the {name!r} measurement died (exit code {proc.exitcode}) without a result; "
+                         "its error is printed above")
     return result
+
+
+def check_rollouts(path: str, rows: int) -> None:
+    """Refuse a missing or too small --rollouts before any child starts, saying how to make one."""
+    if not Path(path).exists():
+        raise SystemExit(f"no dataset at {path}: bench-train needs rollout rows with token ids and log-probs. "
+                         f"Make them with `just demo --quick` (~10 min on a CPU; its RL phase 1 writes "
+                         f"{DEFAULT_ROLLOUTS}), or with `computerrl rollout ... --out DIR` and pass --rollouts DIR")
+    load_rows(path, rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rollouts", default="runs/demo/rl1/rollout-1", help="a step dataset (rollout output)")
+    parser.add_argument("--rollouts", default=DEFAULT_ROLLOUTS, help="a step dataset (rollout output)")
     parser.add_argument("--rows", type=int, default=4, help="rows in the batch")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs of each implementation (median)")
     parser.add_argument("--micro-batch-tokens", type=int, default=8192, help="padded tokens per forward, both sides")
     args = parser.parse_args()
+    check_rollouts(args.rollouts, args.rows)
     results = {name: run_child(name, args) for name in ("stage", "plain", "sft")}
     for name, r in results.items():
         median = statistics.median(r["seconds"])

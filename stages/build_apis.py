@@ -101,7 +101,8 @@ class Llm:
 
             self.engine = open_engine(resolve(cfg.model), engine=cfg.engine, temperature=cfg.temperature,
                                       max_new_tokens=cfg.max_new_tokens, device=cfg.device, llm_url=cfg.llm_url)
-            self.settings["model"] = getattr(self.engine, "model", None) or cfg.model
+            served = getattr(self.engine, "model", None)  # the openai engine's: the name its server gives
+            self.settings["model"] = served if isinstance(served, str) and served else cfg.model  # not a torch module
         self.seed = cfg.seed
 
     def ask(self, step: str, api: str, round_: int, messages: list[dict]) -> str:

@@ -280,6 +280,16 @@ def test_a_task_without_an_evaluator_loads_and_says_so(tmp_path, evaluator, why)
     ({"type": "execute", "parameters": {"command": "jq . a.json > temp 2>&1 && mv temp a.json; echo \"$X\"",
                                         "shell": True}}, []),
     ({"type": "execute", "parameters": {"command": ["python", "-c", "import os; no_such_program()"]}}, []),
+    # found in use: a redirection after a subshell, or before a command, names a file or a descriptor, never a program
+    ({"type": "execute", "parameters": {"command": "(cd /tmp && ls) > /tmp/out 2>&1", "shell": True}}, []),
+    ({"type": "execute", "parameters": {"command": "(ls /tmp) >> /tmp/out 2>/dev/null", "shell": True}}, []),
+    ({"type": "execute", "parameters": {"command": "(ls) &> /tmp/out; (ls) 1>&2 | cat", "shell": True}}, []),
+    ({"type": "execute", "parameters": {"command": "2>/dev/null ls /tmp", "shell": True}}, []),
+    ({"type": "execute", "parameters": {"command": ["bash", "-c", "(ls)>/tmp/out 2>&1 && true"]}}, []),
+    ({"type": "execute", "parameters": {"command": "(ls) > /tmp/out 2>&1; no-such-tool", "shell": True}},
+     ["program 'no-such-tool' (not in the desktop)"]),
+    ({"type": "execute", "parameters": {"command": "ls;>/tmp/out no-such-tool", "shell": True}},
+     ["program 'no-such-tool' (not in the desktop)"]),
 ])
 def test_a_task_is_supported_only_if_the_programs_it_starts_are_in_the_desktop(step, needs):
     assert parse_task({**CALC_TASK, "config": [step]}).unsupported() == needs

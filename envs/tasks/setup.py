@@ -274,11 +274,21 @@ def _shell_programs(text: str) -> list[str]:
         tokens = list(lex)
     except ValueError:  # unbalanced quotes: the shell would refuse it too; judge by the first word
         tokens = text.split()[:1]
+
+    def redirection(token: str) -> bool:  # >, >>, 2>&1's >&, &>, <, <<<, and )> as the lexer joins them
+        return bool(token) and set(token) <= set("();<>|&\n") and ("<" in token or ">" in token)
+
+    tokens.append(";")
     commands, current, redirected = [], [], False
-    for token in tokens + [";"]:
+    for i, token in enumerate(tokens):
         if redirected:  # the file of a redirection, not a command
             redirected = False
-        elif token and set(token) <= set("();<>|&\n") and ("<" in token or ">" in token):
+        elif token.isdigit() and redirection(tokens[i + 1]):
+            pass  # the descriptor of 2>file, 2>&1: not a word, even where a command would start (`(a) 2>&1`)
+        elif redirection(token):
+            if token[0] in "();|\n":  # `(a)>file`, `a;>file b`: the command ends, then the redirection
+                commands.append(current)
+                current = []
             redirected = True  # what follows is a file (or, after >&, a descriptor)
         elif token and set(token) <= set("();|&\n"):
             commands.append(current)
