@@ -48,7 +48,7 @@ from computerrl.envs.fleet.backends.local import LocalBackend
 from computerrl.envs.service.episode import play
 from computerrl.envs.fleet.pool import EnvPool, wait_healthy
 from computerrl.policy import agent
-from computerrl.policy.agent import Decision
+from computerrl.data.schemas import Decision
 
 
 class TimedEnv:

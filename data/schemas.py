@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import datasets
 
 # --- env manifest (spawn-envs output, read by rollout / eval / build-apis) -------------------
@@ -104,3 +106,17 @@ SFT_COLUMNS = list(SFT_FEATURES)
 # One row per optimizer step; a stage's own figures (loss, entropy, kl, clip fractions, reward, …)
 # are float columns named in the stage's docstring.
 METRICS_FILE = "metrics"  # the metrics dataset's folder inside a checkpoint folder
+
+
+@dataclasses.dataclass
+class Decision:
+    """A policy's answer for one step, as the episode loop (envs/service/episode.py) writes it into the
+    step row: what the policy read, what it answered, and its tokens."""
+
+    messages: list[dict[str, str]]  # the chat the policy read
+    response: str  # its answer
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    response_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)  # per response token ([] = unknown)
+    entropy: float = float("nan")  # mean token entropy of the answer (nan = unknown, e.g. the expert's)
+    engine: str = ""  # overrides the policy's engine_name in the row ("openai:no-token-ids")

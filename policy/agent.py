@@ -17,7 +17,6 @@ Decision`, `episode()` (a context around an episode's steps) and the attributes 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import queue
 import threading
 import time
@@ -25,21 +24,11 @@ from concurrent.futures import Future
 from typing import Callable, Sequence
 
 from computerrl.apis.parser import format_answer
+from computerrl.data.schemas import Decision
 from computerrl.policy.engines import Engine
 from computerrl.policy.prompt import Budgets, CountTokens, approx_tokens, build_messages
 
 EXPERT = "expert"  # policy_version and engine of reference-solution rows
-
-
-@dataclasses.dataclass
-class Decision:
-    messages: list[dict[str, str]]  # the chat the policy read
-    response: str  # its answer
-    prompt_ids: list[int] = dataclasses.field(default_factory=list)
-    response_ids: list[int] = dataclasses.field(default_factory=list)
-    logprobs: list[float] = dataclasses.field(default_factory=list)  # per response token ([] = unknown)
-    entropy: float = float("nan")  # mean token entropy of the answer (nan = unknown, e.g. the expert's)
-    engine: str = ""  # overrides the policy's engine_name in the row ("openai:no-token-ids")
 
 
 class ExpertPolicy:

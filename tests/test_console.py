@@ -26,7 +26,7 @@ from computerrl.envs.service.client import EnvClient
 from computerrl.envs.fleet.console import console_token
 from computerrl.envs.desktop.devtools import WebSocket
 from computerrl.envs.fleet.manifest import read_manifest
-from computerrl.policy.agent import Decision
+from computerrl.data.schemas import Decision
 
 pytestmark = pytest.mark.desktop
 OUTPUT = Path(__file__).parent / "output"  # the page as Chromium drew it, kept with the test's output

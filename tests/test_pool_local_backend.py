@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -10,7 +11,8 @@ import pytest
 from computerrl.envs.fleet.backends.base import make_backend
 from computerrl.envs.fleet.pool import EnvPool, wait_healthy
 from computerrl.envs.service.client import EnvClient
-from computerrl.envs.service.scripted import calc_episode, response, run_episode
+from computerrl.envs.service.episode import play
+from computerrl.envs.service.scripted import ScriptedPolicy, calc_episode, response
 
 pytestmark = pytest.mark.desktop
 
@@ -32,9 +34,9 @@ def pool(tmp_path):
 
 def test_scripted_episode_runs_through_the_pool(pool):
     with pool.lease(timeout_s=5) as env:
-        ep = run_episode(env, calc_episode("Pooled 7"))
-    assert ep["terminated"] and not ep["aborted"] and ep["valid"] == ep["steps"] == 7
-    assert any("Pooled 7" in tree for tree in ep["trees"].values())
+        t = play(env, ScriptedPolicy(calc_episode("Pooled 7")), {})
+    assert not t.aborted and len(t.rows) == 7 and all(r["action_valid"] for r in t.rows) and t.rows[-1]["done"]
+    assert any("Pooled 7" in json.loads(r["observation"])["a11y_tree"] for r in t.rows)
 
 
 def test_a_dead_server_aborts_the_episode_and_is_replaced(pool):
@@ -48,8 +50,8 @@ def test_a_dead_server_aborts_the_episode_and_is_replaced(pool):
     new = pool.handles["env-000"]
     assert new.address != old.address and pool.backend.alive(new)
     with pool.lease(timeout_s=5) as env:
-        ep = run_episode(env, calc_episode("after the crash"))
-    assert ep["terminated"] and not ep["aborted"]
+        t = play(env, ScriptedPolicy(calc_episode("after the crash")), {})
+    assert not t.aborted and t.rows[-1]["done"]
 
 
 def test_lease_times_out_when_every_desktop_is_taken(pool):

@@ -16,7 +16,8 @@ from computerrl.envs.fleet.backends.base import EnvHandle
 from computerrl.envs.service.client import DesktopEnv, EnvClient, EnvError, EnvLost
 from computerrl.envs.fleet.pool import MAX_LOST_IN_A_ROW, EnvPool, wait_healthy
 from computerrl.envs.service.proto import env_pb2
-from computerrl.envs.service.scripted import calc_episode, response, run_episode
+from computerrl.envs.service.episode import play
+from computerrl.envs.service.scripted import ScriptedPolicy, calc_episode, response
 from computerrl.envs.service.server import EnvServer
 from computerrl.envs.tasks import setup
 
@@ -84,7 +85,7 @@ def test_a_desktop_that_keeps_losing_episodes_is_rebuilt_then_set_aside(served, 
             lose_one()
         assert pool.lost_in_a_row[("env-000", 0)] == 0 and not pool.set_aside
         with pool.lease(timeout_s=30) as env:
-            assert not run_episode(env, calc_episode("fresh"))["aborted"]
+            assert not play(env, ScriptedPolicy(calc_episode("fresh")), {}).aborted
         broken["times"] = 10 ** 6  # now nothing it does can reset it: set aside
         for _ in range(MAX_LOST_IN_A_ROW):
             lose_one()

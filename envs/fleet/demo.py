@@ -1,4 +1,4 @@
-"""Demo (until the training stages land): start desktops, play a scripted Calc episode in each.
+"""The fleet's smoke demo (`just desktops-demo`): start desktops, play a scripted Calc episode in each.
 
     python -m computerrl.envs.fleet.demo --count 2 --out runs/demo
 """
@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,11 +14,12 @@ from rich.console import Console
 from rich.table import Table
 
 from computerrl.envs.fleet.backends.local import LocalBackend
-from computerrl.envs.service.client import EnvError
 from computerrl.envs.fleet.manifest import write_manifest
 from computerrl.envs.fleet.pool import EnvPool
-from computerrl.envs.service.scripted import calc_episode, run_episode
 from computerrl.envs.fleet.supervisor import Supervisor
+from computerrl.envs.service.client import EnvError
+from computerrl.envs.service.episode import play as play_episode
+from computerrl.envs.service.scripted import ScriptedPolicy, calc_episode
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,9 +49,9 @@ def main(argv: list[str] | None = None) -> None:
             text = f"Hello from desktop {i}"
             try:
                 with pool.lease() as env:
-                    return env.env_id, text, run_episode(env, calc_episode(text))
+                    return env.env_id, text, play_episode(env, ScriptedPolicy(calc_episode(text)), {})
             except EnvError as e:
-                return "-", text, {"error": str(e)}
+                return "-", text, str(e)
 
         with console.status("playing a scripted Calc episode on every desktop…"), ThreadPoolExecutor(args.count) as ex:
             episodes = list(ex.map(play, range(args.count)))
@@ -61,25 +63,25 @@ def main(argv: list[str] | None = None) -> None:
                     sup.backend.stop(h)
         sup.stop_all()
     table = Table(title="scripted episodes")
-    for col in ("env", "steps", "valid", "reset s", "step p50 s", "typed text in a11y tree", "last result"):
+    for col in ("env", "steps", "valid", "seconds", "typed text in a11y tree", "last result"):
         table.add_column(col)
-    for env_id, text, ep in episodes:
-        if "error" in ep:
-            table.add_row(env_id, "-", "-", "-", "-", "[red]no[/]", f"[red]{ep['error']}[/]")
+    for env_id, text, t in episodes:
+        if isinstance(t, str) or t.aborted:
+            table.add_row(env_id, "-", "-", "-", "[red]no[/]", f"[red]{t if isinstance(t, str) else t.error}[/]")
             continue
-        shown = any(text in tree for tree in ep["trees"].values())
-        table.add_row(env_id, str(ep["steps"]), str(ep["valid"]), f"{ep['reset_s']:.2f}", f"{ep['step_p50_s']:.3f}",
-                      "[green]yes[/]" if shown else "[red]no[/]", ep["results"][-1] if ep["results"] else "")
+        trees = [json.loads(r["observation"])["a11y_tree"] for r in t.rows]  # what each step was shown
+        table.add_row(env_id, str(len(t.rows)), str(sum(r["action_valid"] for r in t.rows)), f"{t.seconds:.1f}",
+                      "[green]yes[/]" if any(text in tree for tree in trees) else "[red]no[/]",
+                      t.rows[-1]["exec_result"] if t.rows else "")
     console.print(table)
-    played = [ep for _, _, ep in episodes if "error" not in ep]
-    if played:
-        lines = played[0]["trees"].get(2, "").splitlines()  # right after the typing step
+    played = [t for _, _, t in episodes if not isinstance(t, str) and not t.aborted]
+    if played and len(played[0].rows) > 2:
+        lines = json.loads(played[0].rows[2]["observation"])["a11y_tree"].splitlines()  # right after the typing
         cells = [line for line in lines[1:] if line.startswith("table-cell")]
         console.print(f"[bold]accessibility tree after typing:[/] {len(lines) - 1} nodes; its cells:")
         console.print("\n".join(lines[:1] + cells[:10]), markup=False)
     if len(played) < len(episodes):
         raise SystemExit(1)
-
 
 if __name__ == "__main__":
     main()

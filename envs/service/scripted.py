@@ -1,16 +1,17 @@
-"""A scripted policy: a fixed Calc episode, for the demo, the benchmarks and the tests.
+"""A scripted policy: fixed answers, for the fleet demo, the benchmarks and the tests.
 
-It is what a model's answers look like (a thought and one line of Python), so it goes through
-the same parser, server and desktop as a trained policy's.
+Its answers are what a model's look like (a thought and one line of Python), and it plays through the
+one episode loop (`episode.play`), so they go through the same parser, server and desktop as a
+trained policy's.
 """
 
 from __future__ import annotations
 
-import statistics
-import time
-from typing import Any
+import contextlib
+from typing import Sequence
 
 from computerrl.apis.parser import format_answer as response
+from computerrl.data.schemas import Decision
 
 
 def calc_episode(text: str) -> list[str]:
@@ -26,25 +27,17 @@ def calc_episode(text: str) -> list[str]:
     ]
 
 
-def run_episode(env, actions: list[str]) -> dict[str, Any]:
-    """Play `actions` on a DesktopEnv; report what a person watching would want to know."""
-    t0 = time.perf_counter()
-    obs, _ = env.reset()
-    reset_s = time.perf_counter() - t0
-    step_s, results, valid, seen = [], [], 0, {}
-    terminated = truncated = False
-    for action in actions:
-        t = time.perf_counter()
-        obs, reward, terminated, truncated, info = env.step(action)
-        step_s.append(time.perf_counter() - t)
-        if info.get("aborted"):
-            results.append(f"aborted: {info['aborted']}")
-            break
-        valid += info["action_valid"]
-        results.append(info["exec_result"])
-        seen[len(results)] = obs["a11y_tree"]
-        if terminated or truncated:
-            break
-    return {"steps": len(step_s), "valid": valid, "reset_s": reset_s,
-            "step_p50_s": statistics.median(step_s) if step_s else 0.0, "results": results,
-            "terminated": terminated, "aborted": env.aborted, "trees": seen, "last_obs": obs}
+class ScriptedPolicy:
+    """Answers step i with answer i, whatever it sees; past the last, it gives up."""
+
+    version = engine_name = "scripted"
+
+    def __init__(self, answers: Sequence[str]):
+        self.answers = list(answers)
+
+    def episode(self):
+        return contextlib.nullcontext()
+
+    def act(self, instruction: str, observation: dict, history: list) -> Decision:
+        step = len(history)
+        return Decision([], self.answers[step] if step < len(self.answers) else response("Agent.exit(False)"))
