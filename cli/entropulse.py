@@ -20,7 +20,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from computerrl.cli.options import Model, OutDir, Seed
+from computerrl.data.config import MODEL, OUT, SEED
 
 HELP = ("The Entropulse schedule end to end: BC on expert replays, RL phase 1 (rollout + grpo), SFT on the policy's "
         "own successes, RL phase 2, with eval after every phase; prints the table (pooled over --seeds, with paired "
@@ -35,9 +35,9 @@ def command(
     show_config: Annotated[bool, typer.Option("--show-config", help="Print every setting (preset, --config and "
                                               "--set applied) as a --config file; run nothing.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Same as --preset quick.")] = False,
-    out: OutDir = Path("runs/demo"),
-    model: Model = "embedded",
-    seed: Seed = 0,
+    out: Annotated[Path, typer.Option("--out", "-o", help=OUT)] = Path("runs/demo"),
+    model: Annotated[str, typer.Option(help=MODEL)] = "embedded",
+    seed: Annotated[int, typer.Option(help=SEED)] = 0,
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds: the schedule runs once per seed (OUT/seed-N) "
                                             "and one table pools them (overrides --seed).")] = "",
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="KEY=VALUE: change one of the schedule's "

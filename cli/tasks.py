@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from computerrl.cli.options import OutDir, Seed
+from computerrl.cli.options import REQUIRED, stage_command
+from computerrl.stages.tasks_build import BuildConfig, run
 
 app = typer.Typer(help="Task files in OSWorld's JSON format: check what this build can run.", no_args_is_help=True)
 
@@ -22,8 +24,6 @@ def check(
                                           "by reason, malformed, needs-account, agent-code (supported, but scored "
                                           "by running a file the agent can rewrite).")] = False,
 ):
-    import json
-
     from rich.console import Console
     from rich.table import Table
 
@@ -109,41 +109,11 @@ def fetch(
     raise typer.Exit(1 if failed else 0)
 
 
-@app.command("build", help="Generate a task suite offline from templates x parameters (train, test and valid never "
-             "share an instance), write its files cache, and (with --replay) replay every reference solution on real "
-             "desktops, keeping only tasks that score 1.0 and writing the replays as an expert step dataset.")
-def build(
-    out: OutDir,
-    train: Annotated[int, typer.Option(help="Train instances to generate.")] = 2000,
-    test: Annotated[int, typer.Option(help="Test instances to generate.")] = 300,
-    valid: Annotated[int, typer.Option(help="Validation instances to generate, from train's templates (OUT/valid: "
-                                            "choose settings on them, never on test).")] = 0,
-    rl: Annotated[int, typer.Option(help="RL instances to generate, from train's templates (OUT/rl: tasks for RL "
-                                         "that behaviour cloning never imitated).")] = 0,
-    seed: Seed = 0,
-    templates: Annotated[str, typer.Option(help="Comma-separated template names (default: all; an unknown name "
-                                            "lists the known ones).")] = "",
-    replay: Annotated[bool, typer.Option("--replay/--no-replay", help="Replay reference solutions on desktops "
-                                         "and keep only the tasks that score 1.0.")] = True,
-    envs: Annotated[Path, typer.Option("--envs", help="A spawn-envs run whose desktops replay (started with "
-                                       "--cache OUT/files).")] = Path("runs/envs"),
-    model: Annotated[str, typer.Option(help="Checkpoint the expert prompts are built for (its tokenizer and prompt "
-                                       "budgets): 'embedded' or a local folder.")] = "embedded",
-    budgets: Annotated[str, typer.Option(help="Prompt budgets: small or paper (default: chosen by the model's "
-                                         "size).")] = "",
-    holdout_templates: Annotated[str, typer.Option(help="Templates kept out of train, so eval can measure "
-                                                   "out-of-distribution success: a count N (drawn with --seed) or "
-                                                   "comma-separated names.")] = "",
-):
-    import json
+def _build(cfg: BuildConfig) -> None:
+    typer.echo(json.dumps({k: v for k, v in run(cfg).items() if k != "dropped"}))
 
-    from computerrl.stages.tasks_build import BuildConfig, run
 
-    try:
-        cfg = BuildConfig(out=out, train=train, test=test, valid=valid, rl=rl, seed=seed, templates=templates, replay=replay, envs=envs,
-                          model=model, budgets=budgets,
-                          holdout_templates=holdout_templates)
-    except (ValueError, KeyError) as e:
-        raise typer.BadParameter(str(e).strip('"')) from None
-    summary = run(cfg)
-    typer.echo(json.dumps({k: v for k, v in summary.items() if k != "dropped"}))
+build = app.command("build", help="Generate a task suite offline from templates x parameters (train, test and valid "
+                    "never share an instance), write its files cache, and (with --replay) replay every reference "
+                    "solution on real desktops, keeping only tasks that score 1.0 and writing the replays as an expert "
+                    "step dataset.")(stage_command(BuildConfig, _build, out=REQUIRED))

@@ -69,13 +69,6 @@ def step_rows(paths: list[Path], columns: list[str]) -> list[dict]:
     return rows
 
 
-def require_datasets(paths: list[Path], flag: str) -> None:
-    """A stage's config refuses input datasets that are not there, naming the option and the path."""
-    for path in paths:
-        if not Path(path).exists():
-            raise ValueError(f"{flag} {path}: no such dataset")
-
-
 def lineage(stage: str, config: Any, inputs: dict[str, str] | None = None) -> dict[str, Any]:
     """Which stage made an output, from what, with which options, at which code version."""
     options = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config)

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Sequence
 
+from computerrl.data.config import MODEL, OUT, SEED, setting
 from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, load_model, load_tokenizer, peft_quietly, resolve,
                                          write_lineage)
 
@@ -30,23 +31,29 @@ STATE = "trainer_state.json"
 @dataclasses.dataclass
 class TrainConfig:
     """Options every training stage has (the stages' configs extend it)."""
-    model: str = "embedded"  # checkpoint to train: a folder (full or LoRA adapter), or "embedded"
-    out: Path = Path("runs/train")  # the new checkpoint folder
-    lr: float = 1e-5  # AdamW learning rate (constant after warm-up)
-    warmup: int = 0  # optimizer steps of linear warm-up
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0  # gradient clipping (0 = none)
-    micro_batch_tokens: int = 8192  # tokens per forward pass (shared prompt prefix once + rows × the rest, padded)
-    lora_rank: int = 0  # 0 = full fine-tuning; > 0 trains a LoRA adapter of this rank (an adapter keeps training its own)
-    lora_alpha: int = 32
-    train_layers: int = 0  # 0 = every layer; N > 0 trains only the top N decoder layers and the final norm (backward
-    # stops there: about 3x cheaper, how the CPU demo fine-tunes; with LoRA, adapters go on those layers only)
-    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
-    device: str = ""  # "" = accelerate's choice (the GPU when there is one)
-    dtype: str = "float32"  # weights' dtype (bfloat16 on GPUs)
-    save_every: int = 1  # optimizer steps between resumable states (a killed run loses at most this many)
-    seed: int = 0
-    overwrite: bool = False  # train again even if OUT holds a finished checkpoint
+    model: str = setting("embedded", MODEL)  # the checkpoint to train
+    out: Path = setting(Path("runs/train"), OUT, "--out", "-o")  # the new checkpoint folder
+    lr: float = setting(1e-5, "AdamW learning rate (constant after --warmup).")
+    warmup: int = setting(0, "Optimizer steps of linear learning-rate warm-up.")
+    weight_decay: float = setting(0.0, "AdamW weight decay.")
+    max_grad_norm: float = setting(1.0, "Clip the gradient to this norm (0 = no clipping).")
+    # tokens per forward pass: the shared prompt prefix once + rows × the rest, padded
+    micro_batch_tokens: int = setting(8192, "Padded tokens per forward pass; rows of alike length are batched "
+                                            "together, gradients accumulate over the step.")
+    lora_rank: int = setting(0, "0 = full fine-tuning; > 0 trains a LoRA adapter of this rank (a LoRA --model keeps "
+                                "training its own adapter).")
+    lora_alpha: int = setting(32, "LoRA scaling alpha.")
+    # N > 0 also trains the final norm; with LoRA, adapters go on those N layers only
+    train_layers: int = setting(0, "0 = every layer; N trains only the top N decoder layers (backward stops there: "
+                                   "about 3x cheaper, how the CPU demo fine-tunes).")
+    gradient_checkpointing: bool = setting(False, "Recompute activations in the backward pass: less memory, about a "
+                                                  "third slower.")
+    device: str = setting("", "Torch device: cpu, cuda ('' = accelerate's choice).")  # "": the GPU when there is one
+    dtype: str = setting("float32", "Weights' dtype: float32, bfloat16 (GPUs).")
+    save_every: int = setting(1, "Optimizer steps between resumable states (a killed run resumes from the last one; "
+                                 "rerun the same command).")
+    seed: int = setting(0, SEED)
+    overwrite: bool = setting(False, "Train again even if --out holds a finished checkpoint.")
 
     def __post_init__(self):
         self.out = Path(self.out)

@@ -23,10 +23,13 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from computerrl.apis import builder
-from computerrl.apis.builder import Spec
+from computerrl.data.config import DEVICE, ENGINE, ENVS, LLM_URL, MAX_NEW_TOKENS, MODEL, OUT, SEED, TASKS, setting
 from computerrl.data.files import append_line
+
+if TYPE_CHECKING:  # every app's API loads when a build runs: `computerrl --help` builds this config
+    from computerrl.apis.builder import Spec
 
 REASONS = ("accepted", "failed", "hung", "crashed", "refused", "no_assertion", "no_code", "clash", "duplicate",
            "bad_spec", "over_limit")
@@ -36,23 +39,25 @@ JOURNAL = ".journal"  # the build in progress (data/journal.py): its analysis an
 
 @dataclasses.dataclass
 class BuildApisConfig:
-    app: str = "calc"  # calc, writer or impress
-    tasks: Path = Path("runs/tasks/train")  # task dataset (`tasks build`) or folder of OSWorld JSON files
-    envs: Path = Path("runs/envs")  # spawn-envs run folder whose desktops run the tests
-    out: Path = Path("runs/apis-calc")
-    model: str = "embedded"  # checkpoint for the transformers engine, or what the openai server serves
-    engine: str = "transformers"  # transformers, llamacpp, vllm, openai
-    llm_url: str = ""  # the openai engine's server (chat completions only)
-    temperature: float = 0.0  # 0 = greedy
-    max_new_tokens: int = 768  # per answer
-    rounds: int = 3  # implementation attempts per API (the first and the corrections)
-    sample_tasks: int = 12  # example tasks the analysis reads
-    max_apis: int = 10  # specs asked for
-    timeout_s: float = 60.0  # for one API's tests, all together
-    replay: Path | None = None  # answer from this transcript instead of a model
-    seed: int = 0
-    device: str = "cpu"  # torch device of the transformers engine
-    overwrite: bool = False  # build again even if OUT holds a finished build
+    app: str = setting("calc", "The app whose API grows: calc, writer or impress.")
+    tasks: Path = setting(Path("runs/tasks/train"), TASKS)
+    envs: Path = setting(Path("runs/envs"), ENVS)  # whose desktops run the tests
+    out: Path = setting(Path("runs/apis-calc"), OUT, "--out", "-o")
+    model: str = setting("embedded", MODEL)  # for the transformers engine, or what the openai server serves
+    engine: str = setting("transformers", ENGINE)
+    llm_url: str = setting("", LLM_URL)  # the openai engine's server (chat completions only)
+    temperature: float = setting(0.0, "Sampling temperature (0 = greedy).")
+    max_new_tokens: int = setting(768, MAX_NEW_TOKENS)  # per answer
+    rounds: int = setting(3, "Attempts per API: the first, then corrections with the error.")
+    sample_tasks: int = setting(12, "Example tasks the requirement analysis reads.")
+    max_apis: int = setting(10, "New functions asked for.")
+    timeout_s: float = setting(60.0, "Seconds one API's tests may take together before it is rejected as hung (its "
+                                     "desktop is then reset).")
+    replay: Path | None = setting(None, "Answer from this transcript (a build's transcript.jsonl) instead of a model: "
+                                        "reruns that build exactly.")
+    seed: int = setting(0, SEED)
+    device: str = setting("cpu", DEVICE)
+    overwrite: bool = setting(False, "Build again even if --out holds a finished build.")
 
     def __post_init__(self):
         from computerrl.apis.generated import APPS, api_class
@@ -142,6 +147,7 @@ def _key(row: dict) -> tuple[str, str, int]:
 def build_one(spec: Spec, cfg: BuildApisConfig, llm: Llm, test_on) -> dict:
     """Implement, test and correct one spec; its dataset row. `test_on(code, tests)` runs the tests in a
     desktop: (worker answer, hung)."""
+    from computerrl.apis import builder
     from computerrl.apis.generated import api_class
     from computerrl.apis.guard import refusals
 
@@ -174,6 +180,8 @@ def build_one(spec: Spec, cfg: BuildApisConfig, llm: Llm, test_on) -> dict:
 
 def _verdict(spec: Spec, code: str, tests: str, test_on, refusals) -> tuple[str, str]:
     """(reason, error) of one attempt: "accepted", or why not."""
+    from computerrl.apis import builder
+
     problem = builder.signature_problem(code, spec)
     if problem:
         return "no_code", problem
@@ -200,6 +208,7 @@ def _verdict(spec: Spec, code: str, tests: str, test_on, refusals) -> tuple[str,
 def run(cfg: BuildApisConfig, console=None) -> dict:
     from rich.console import Console
 
+    from computerrl.apis.builder import Spec
     from computerrl.data.journal import Journal
 
     console = console or Console(soft_wrap=True)
@@ -227,6 +236,7 @@ def run(cfg: BuildApisConfig, console=None) -> dict:
 
 
 def _analyse(cfg: BuildApisConfig, llm: Llm) -> dict:
+    from computerrl.apis import builder
     from computerrl.apis.generated import api_class
 
     api = api_class(cfg.app)

@@ -27,13 +27,14 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from computerrl.data.files import write_atomic
 from computerrl.data.stats import action_function, action_key, entropy, pass_at_k, wilson
-from computerrl.envs.service.episode import EVALUATOR_ERROR
-from computerrl.data.journal import Journal
-from computerrl.envs.service.trajectories import plan, play_on_envs, step_dataset
 from computerrl.stages.playing import PlayConfig
+
+if TYPE_CHECKING:  # the episode loop (gRPC) loads when the stage runs: `computerrl --help` builds this config
+    from computerrl.data.journal import Journal
 
 
 @dataclasses.dataclass
@@ -51,6 +52,8 @@ def run(cfg: EvalConfig, console=None) -> dict:
     import shutil
 
     from rich.console import Console
+
+    from computerrl.envs.service.trajectories import plan, play_on_envs
 
     console = console or Console(soft_wrap=True)
     if (cfg.out / "summary.json").exists() and not cfg.journal.exists() and not cfg.overwrite:
@@ -74,6 +77,8 @@ def run(cfg: EvalConfig, console=None) -> dict:
 
 def per_task(trajectories: list[dict], items, samples: int) -> list[dict]:
     """One result row per task from its K trajectory records (aborted ones counted apart)."""
+    from computerrl.envs.service.episode import EVALUATOR_ERROR
+
     rows = []
     for k, item in enumerate(items):
         group = trajectories[k * samples:(k + 1) * samples]
@@ -141,6 +146,7 @@ def _write(cfg: EvalConfig, items, playable, journal: Journal) -> dict:
     import datasets
 
     from computerrl.data.datasets_io import lineage, save_atomic
+    from computerrl.envs.service.trajectories import step_dataset
 
     trajectories, steps_ds = step_dataset(journal, playable, cfg.samples, cfg.screenshots)
     results = per_task(trajectories, playable, cfg.samples)

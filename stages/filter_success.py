@@ -22,16 +22,17 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
-from computerrl.data.datasets_io import require_datasets
+from computerrl.data.config import OUT, SEED, require_datasets, setting
 
 
 @dataclasses.dataclass
 class FilterSuccessConfig:
-    rollouts: list[Path] = dataclasses.field(default_factory=list)  # step datasets to pool
-    out: Path = Path("runs/successes")  # the SFT dataset
-    k: int = 4  # trajectories kept per task at most (-1 = all)
-    seed: int = 0  # which k are drawn
-    overwrite: bool = True  # a rerun replaces the output (filtering is cheap and deterministic)
+    rollouts: list[Path] = setting([], "Step dataset (a rollout); repeat to pool several.")
+    out: Path = setting(Path("runs/successes"), OUT, "--out", "-o")  # the SFT dataset
+    k: int = setting(4, "Trajectories kept per task at most (-1 = all).")
+    seed: int = setting(0, SEED)  # which k are drawn
+    # a rerun replaces the output: filtering is cheap and deterministic
+    overwrite: bool = setting(True, "Replace an existing output (filtering is cheap).")
 
     def __post_init__(self):
         self.rollouts, self.out = [Path(p) for p in self.rollouts], Path(self.out)

@@ -34,24 +34,25 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
-from computerrl.data.datasets_io import require_datasets
+from computerrl.data.config import require_datasets, setting
 from computerrl.policy.trainer import TrainConfig
 
 
 
 @dataclasses.dataclass
 class GRPOConfig(TrainConfig):
-    rollouts: list[Path] = dataclasses.field(default_factory=list)  # step datasets of one RL iteration
+    rollouts: list[Path] = setting([], "Step dataset written by `rollout` (normally sampled by --model); repeat to "
+                                       "pool several.")  # the step datasets of one RL iteration
     out: Path = Path("runs/policy")
-    ref: str = ""  # KL reference checkpoint ("" = --model); loaded only when beta > 0
-    beta: float = 0.0  # KL weight (k3 estimator); 0 = no reference model
-    eps_low: float = 0.2  # ratio clip below 1
-    eps_high: float = 0.28  # ratio clip above 1 (clip-higher)
-    epochs: int = 2  # optimisation passes over the batch
-    updates_per_epoch: int = 1  # optimizer steps per pass
-    temperature: float = 0.0  # the rows' sampling temperature (0 = read from the rollouts' lineage)
-    tis: bool = True  # truncated importance sampling for rows of another engine
-    tis_cap: float = 2.0  # its cap
+    ref: str = setting("", "KL reference checkpoint ('' = --model); loaded only with --beta > 0.")
+    beta: float = setting(0.0, "KL weight (k3 estimator); 0 loads no reference model.")
+    eps_low: float = setting(0.2, "Clip the ratio below at 1 - eps_low.")
+    eps_high: float = setting(0.28, "Clip the ratio above at 1 + eps_high (clip-higher).")
+    epochs: int = setting(2, "Optimisation passes over the rollout batch.")
+    updates_per_epoch: int = setting(1, "Optimizer steps per pass.")
+    temperature: float = setting(0.0, "The rows' sampling temperature (0 = from the rollouts' lineage).")
+    tis: bool = setting(True, "Truncated importance sampling for rows another engine sampled (vLLM, a server).")
+    tis_cap: float = setting(2.0, "Cap of the truncated importance weight.")
     lr: float = 1e-5
 
     def __post_init__(self):

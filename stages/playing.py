@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from computerrl.policy.agent import ModelPolicy
-from computerrl.policy.prompt import BUDGETS
-from computerrl.policy.session import open_policy
+from computerrl.data.config import DEVICE, ENGINE, ENVS, LLM_URL, MAX_NEW_TOKENS, MODEL, OUT, SEED, TASKS, setting
+
+if TYPE_CHECKING:  # the policy (and every app's API) loads when a stage plays: `computerrl --help` builds the config
+    from computerrl.policy.agent import ModelPolicy
 
 # Options that change how fast a run goes, not what it plays: a journal of a run that differs only
 # in these is resumed.
@@ -18,24 +20,27 @@ NOT_IN_KEY = ("max_batch", "device", "llm_url", "overwrite")
 
 @dataclasses.dataclass
 class PlayConfig:
-    tasks: Path = Path("runs/tasks/test")  # task dataset (`tasks build`) or folder of OSWorld JSON files
-    envs: Path = Path("runs/envs")  # spawn-envs run folder (its manifest is followed)
-    model: str = "embedded"  # checkpoint folder (full or LoRA adapter), or "embedded"
-    samples: int = 1  # trajectories per task (G for rollout, K for eval)
-    max_steps: int = 15  # steps per trajectory before it is cut
-    out: Path = Path("runs/play")  # output folder
-    engine: str = "transformers"  # generation engine: transformers, llamacpp, vllm, openai
-    temperature: float = 0.0  # sampling temperature (0 = greedy)
-    max_new_tokens: int = 96  # answer length cap, tokens
-    budgets: str = ""  # prompt budgets: tiny, small or paper ("" = by the model's size)
-    max_batch: int = 8  # answers generated per call at most
-    limit: int = 0  # play only the first N tasks (0 = all)
-    seed: int = 0  # sampling seed
-    screenshots: bool = False  # store each step's screenshot
-    device: str = "cpu"  # torch device of the transformers engine
-    llm_url: str = ""  # the openai engine's server(s), comma-separated base URLs (http://127.0.0.1:8000/v1)
-    apis: Path | None = None  # a `build-apis` folder: its APIs join the prompt and the parser (the envs need it too)
-    overwrite: bool = False  # replace a finished output (and an unrelated journal) instead of stopping
+    tasks: Path = setting(Path("runs/tasks/test"), TASKS)
+    envs: Path = setting(Path("runs/envs"), ENVS)  # its manifest is followed
+    model: str = setting("embedded", MODEL)
+    samples: int = setting(1, "Trajectories per task: G, the GRPO group, in rollout; K in eval (pass@K is reported "
+                              "when K > 1).")
+    max_steps: int = setting(15, "Steps per trajectory before it is cut (truncated).")
+    out: Path = setting(Path("runs/play"), OUT, "--out", "-o")
+    engine: str = setting("transformers", ENGINE)
+    temperature: float = setting(0.0, "Sampling temperature (0 = greedy; more than one sample per task in eval needs "
+                                      "> 0).")
+    max_new_tokens: int = setting(96, MAX_NEW_TOKENS)
+    budgets: str = setting("", "Prompt budgets: tiny, small or paper (default: by the model's size).")
+    max_batch: int = setting(8, "Answers generated per model call at most.")
+    limit: int = setting(0, "Play only the first N tasks (0 = all).")
+    seed: int = setting(0, SEED)  # sampling seed
+    screenshots: bool = setting(False, "Keep every step's screenshot (for `computerrl view`).")
+    device: str = setting("cpu", DEVICE)
+    llm_url: str = setting("", LLM_URL)
+    apis: Path | None = setting(None, "A `build-apis` output folder: its accepted APIs join the built-in ones in the "
+                                      "prompt and the parser (start the envs with the same --apis).")
+    overwrite: bool = setting(False, "Replace a finished output instead of stopping.")  # and an unrelated journal
 
     def __post_init__(self):
         self.tasks, self.envs, self.out = Path(self.tasks), Path(self.envs), Path(self.out)
@@ -49,6 +54,8 @@ class PlayConfig:
         if self.engine == "openai" and not self.llm_url:
             raise ValueError("--engine openai needs --llm-url (an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
         if self.budgets:
+            from computerrl.policy.prompt import BUDGETS
+
             BUDGETS[self.budgets]  # an unknown name is refused here, with the known ones
 
     @property
@@ -62,6 +69,8 @@ class PlayConfig:
     def open_policy(self) -> ModelPolicy:
         """The policy, served by the thread that plays the episodes (`trajectories.play_all`), its prompt and
         parser knowing the generated APIs of `apis` (registered here, beside the built-in ones)."""
+        from computerrl.policy.session import open_policy
+
         if self.apis is not None:
             from computerrl.apis.generated import load
 

@@ -26,11 +26,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from computerrl.envs.tasks.task_set import TaskItem
-from computerrl.data.journal import Journal
-from computerrl.envs.service.trajectories import plan, play_on_envs, step_dataset
+from computerrl.data.config import setting
 from computerrl.stages.playing import PlayConfig
+
+if TYPE_CHECKING:  # the episode loop (gRPC) loads when the stage runs: `computerrl --help` builds this config
+    from computerrl.data.journal import Journal
+    from computerrl.envs.tasks.task_set import TaskItem
 
 
 @dataclasses.dataclass
@@ -40,11 +43,13 @@ class RolloutConfig(PlayConfig):
     max_steps: int = 8
     out: Path = Path("runs/rollout")  # the step dataset
     temperature: float = 1.0
-    iteration: int = 0  # RL iteration: group_id = "<task_id>:<iteration>"
+    iteration: int = setting(0, "RL iteration number (group ids are <task>:<iteration>).")
 
 
 def run(cfg: RolloutConfig, console=None) -> dict:
     from rich.console import Console
+
+    from computerrl.envs.service.trajectories import plan, play_on_envs
 
     console = console or Console(soft_wrap=True)
     if cfg.out.exists() and not cfg.journal.exists() and not cfg.overwrite:
@@ -65,6 +70,7 @@ def _assemble(cfg: RolloutConfig, playable: list[TaskItem], items: list[TaskItem
     import shutil
 
     from computerrl.data.datasets_io import lineage, save_atomic
+    from computerrl.envs.service.trajectories import step_dataset
 
     trajectories, ds = step_dataset(journal, playable, cfg.samples, cfg.screenshots)
     summary = {"tasks": len(playable), "trajectories": len(trajectories), "steps": len(ds),

@@ -24,16 +24,17 @@ import math
 import random
 from pathlib import Path
 
-from computerrl.data.datasets_io import require_datasets
+from computerrl.data.config import require_datasets, setting
 from computerrl.policy.trainer import TrainConfig
 
 
 @dataclasses.dataclass
 class SFTConfig(TrainConfig):
-    data: list[Path] = dataclasses.field(default_factory=list)  # SFT or step datasets
+    data: list[Path] = setting([], "SFT dataset (filter-success) or step dataset (tasks build's expert replays, a "
+                                   "rollout); repeat to pool several.")
     out: Path = Path("runs/sft")
-    epochs: int = 2  # passes over the data
-    batch_rows: int = 16  # rows per optimizer step
+    epochs: int = setting(2, "Passes over the data.")
+    batch_rows: int = setting(16, "Rows per optimizer step.")
     lr: float = 5e-5
 
     def __post_init__(self):

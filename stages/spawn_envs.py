@@ -35,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+from computerrl.data.config import OUT, setting
 from computerrl.envs.fleet.pidfile import PID_FILE, is_supervisor, supervisor_pid
 from computerrl.envs.desktop.sandbox import Limits
 
@@ -43,29 +44,37 @@ LOG_FILE, CONFIG_FILE = "supervisor.log", "spawn-envs.json"
 
 @dataclasses.dataclass
 class SpawnEnvsConfig:
-    out: Path = Path("runs/envs")  # run folder: manifest, config, supervisor pid/log
-    count: int = 2  # env servers to start
-    desktops_per_env: int = 1  # desktops each server hosts
-    backend: str = "local"  # registered backend name: "local" or "docker"
-    start_timeout_s: float = 180.0  # seconds a server may take to become healthy
-    poll_s: float = 2.0  # seconds between supervision rounds
-    restart: bool = True  # replace servers that die or stay unhealthy
-    unhealthy_grace_s: float = 20.0  # seconds a live server may stay unhealthy before a restart
-    parallel_starts: int = 4  # servers started at once (LibreOffice start-up is CPU-bound)
-    docker_image: str = "computerrl-desktop:latest"  # image for --backend docker
-    docker_hosts: str = ""  # comma-separated Docker engine URLs; "" = $DOCKER_HOST, else the local socket
-    publish_ip: str = "127.0.0.1"  # interface docker publishes server ports on; 0.0.0.0 for remote engines
-    cache: Path | None = None  # task file cache (index.json: URL -> file) every server's tasks copy files from
-    network: bool = False  # desktops get outbound network, each in its own namespace (default: none, unless a task asks)
-    apis: Path | None = None  # a `build-apis` folder: its APIs join the built-in ones, run inside each sandbox
-    home_mb: int = Limits.home_mb  # each desktop's /home/user, MiB (in RAM)
-    tmp_mb: int = Limits.tmp_mb  # each desktop's /tmp, MiB (in RAM)
-    shm_mb: int = Limits.shm_mb  # each desktop's /dev/shm, MiB (in RAM)
-    max_processes: int = Limits.processes  # processes and threads each desktop's user may have
-    memory_mb: int = Limits.memory_mb  # memory cap of each desktop, its RAM folders included (needs root); 0 = none
-    console: int = 0  # serve the fleet's web console on this loopback port beside the supervisor (0 = none)
-    detach: bool = False  # supervise in the background and return once all are healthy
-    stop: bool = False  # stop the envs of OUT (a detached supervisor, or the servers of its manifest)
+    out: Path = setting(Path("runs/envs"), OUT, "--out", "-o")  # run folder: manifest, config, supervisor pid/log
+    count: int = setting(2, "Env servers to start.")
+    desktops_per_env: int = setting(1, "Desktops each server hosts.")
+    backend: str = setting("local", "Where env servers run: local (subprocesses here) or docker.")  # registered name
+    start_timeout_s: float = setting(180.0, "Seconds a server may take to become healthy.")
+    poll_s: float = setting(2.0, "Seconds between health checks.")  # between supervision rounds
+    restart: bool = setting(True, "Restart servers that die or stay unhealthy.")
+    unhealthy_grace_s: float = setting(20.0, "Seconds a live server may stay unhealthy.")  # before a restart
+    parallel_starts: int = setting(4, "Servers started at once.")  # LibreOffice start-up is CPU-bound
+    docker_image: str = setting("computerrl-desktop:latest", "Desktop image for --backend docker.")
+    docker_hosts: str = setting("", "Comma-separated Docker engine URLs (default: $DOCKER_HOST, else the local "
+                                    "socket).")
+    publish_ip: str = setting("127.0.0.1", "Interface docker publishes server ports on; 0.0.0.0 for remote engines "
+                                           "(the token guards them).")
+    cache: Path | None = setting(None, "Task file cache for every server: a folder whose index.json maps URLs to its "
+                                       "files (tasks' downloads read only it).")
+    network: bool = setting(False, "Desktops get outbound network, each in a namespace of its own without the host's "
+                                   "loopback (default: none; a task with \"network\": true still gets it).")
+    apis: Path | None = setting(None, "A `build-apis` output folder: its accepted APIs join the built-in ones on every "
+                                      "desktop, run inside its sandbox.")
+    home_mb: int = setting(Limits.home_mb, "Size of each desktop's /home/user, MiB (in RAM).")
+    tmp_mb: int = setting(Limits.tmp_mb, "Size of each desktop's /tmp, MiB (in RAM).")
+    shm_mb: int = setting(Limits.shm_mb, "Size of each desktop's /dev/shm, MiB (in RAM).")
+    max_processes: int = setting(Limits.processes, "Processes and threads each desktop's user may have.")
+    memory_mb: int = setting(Limits.memory_mb, "Memory cap of each desktop, its RAM folders included (a cgroup: "
+                                               "needs root); 0 = none.")
+    console: int = setting(0, "Serve the fleet's web console (as `computerrl console`) on this loopback port beside "
+                              "the supervisor; 0 = none.")
+    detach: bool = setting(False, "Supervise in the background; return once all are healthy.")
+    # --stop: a detached supervisor, or the servers of the manifest
+    stop: bool = setting(False, "Stop the envs recorded in --out.")
 
     def __post_init__(self):
         self.out = Path(self.out)

@@ -28,29 +28,43 @@ import dataclasses
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from computerrl.envs.tasks.suites import Instance, get_template
-from computerrl.envs.tasks.suites.build import pick_holdout, splits, task_rows, write_files
+from computerrl.data.config import OUT, SEED, setting
+
+if TYPE_CHECKING:  # the templates load when a suite is built: `computerrl --help` builds this config
+    from computerrl.envs.tasks.suites import Instance
 
 JOURNAL = ".replays"  # replays of a build in progress (data/journal.py): a rerun resumes from them
 
 
 @dataclasses.dataclass
 class BuildConfig:
-    out: Path = Path("runs/tasks")  # suite folder: files/ (the cache), train/, test/, expert/
-    train: int = 2000  # train instances generated (before replay drops any)
-    test: int = 300  # test instances generated (before replay drops any)
-    valid: int = 0  # validation instances, from train's templates (choose settings on them, never on test)
-    rl: int = 0  # RL instances, from train's templates: for RL to play, never cloned by BC
-    seed: int = 0  # the same seed (and counts, templates) gives the same suite
-    templates: str = ""  # comma-separated template names ("" = all registered)
-    replay: bool = True  # replay every reference solution on real desktops, keep the 1.0 ones
-    envs: Path = Path("runs/envs")  # spawn-envs run whose desktops replay (started with --cache OUT/files)
-    model: str = "embedded"  # checkpoint whose tokenizer and prompt budgets the expert prompts are built for
-    budgets: str = ""  # prompt budget name (policy.prompt.BUDGETS; "" = chosen by the model's size)
-    holdout_templates: str = ""  # templates only test draws from: a count N or comma-separated names ("" = none)
+    # the suite folder: files/ (the cache), train/, test/, expert/ (the CLI asks for it: no default there)
+    out: Path = setting(Path("runs/tasks"), OUT, "--out", "-o")
+    train: int = setting(2000, "Train instances to generate.")  # before replay drops any
+    test: int = setting(300, "Test instances to generate.")  # before replay drops any
+    valid: int = setting(0, "Validation instances to generate, from train's templates (OUT/valid: choose settings on "
+                            "them, never on test).")
+    rl: int = setting(0, "RL instances to generate, from train's templates (OUT/rl: tasks for RL that behaviour "
+                         "cloning never imitated).")
+    seed: int = setting(0, SEED)  # the same seed (and counts, templates) gives the same suite
+    templates: str = setting("", "Comma-separated template names (default: all; an unknown name lists the known "
+                                 "ones).")
+    replay: bool = setting(True, "Replay reference solutions on desktops and keep only the tasks that score 1.0.",
+                           "--replay/--no-replay")
+    envs: Path = setting(Path("runs/envs"), "A spawn-envs run whose desktops replay (started with --cache "
+                                            "OUT/files).", "--envs")
+    model: str = setting("embedded", "Checkpoint the expert prompts are built for (its tokenizer and prompt budgets): "
+                                     "'embedded' or a local folder.")
+    budgets: str = setting("", "Prompt budgets: small or paper (default: chosen by the model's size).")  # policy.prompt
+    holdout_templates: str = setting("", "Templates kept out of train, so eval can measure out-of-distribution "
+                                         "success: a count N (drawn with --seed) or comma-separated names.")
 
     def __post_init__(self):
+        from computerrl.envs.tasks.suites import get_template
+        from computerrl.envs.tasks.suites.build import pick_holdout
+
         if min(self.train, self.test, self.valid, self.rl) < 0 or self.train + self.test == 0:
             raise ValueError("--train, --test, --valid and --rl must be >= 0, and --train and --test not both 0")
         self.out, self.envs = Path(self.out), Path(self.envs)
@@ -76,6 +90,7 @@ def run(cfg: BuildConfig, console=None) -> dict:
 
     from computerrl.data.datasets_io import lineage, save_atomic
     from computerrl.data.schemas import STEP_FEATURES, TASK_FEATURES
+    from computerrl.envs.tasks.suites.build import splits, task_rows, write_files
 
     console = console or Console(soft_wrap=True)
     out = Path(cfg.out)

@@ -18,11 +18,14 @@ from computerrl.cli import filter_success as filter_success_cli
 from computerrl.cli import grpo as grpo_cli
 from computerrl.cli import rollout as rollout_cli
 from computerrl.cli import sft as sft_cli
+from computerrl.cli import build_apis as build_apis_cli
 from computerrl.cli import spawn_envs as spawn_envs_cli
+from computerrl.cli import tasks as tasks_cli
 from computerrl.cli.main import app
+from computerrl.cli.options import REQUIRED
 from computerrl.envs.fleet.pidfile import is_supervisor
 from computerrl.stages import eval as eval_stage
-from computerrl.stages import filter_success, grpo, rollout, sft, spawn_envs
+from computerrl.stages import build_apis, filter_success, grpo, rollout, sft, spawn_envs, tasks_build
 
 STAGES = {"spawn-envs": (spawn_envs_cli.command, spawn_envs.SpawnEnvsConfig),
           "rollout": (rollout_cli.command, rollout.RolloutConfig),
@@ -54,6 +57,109 @@ def test_command_options_and_config_fields_never_drift_apart(name):
     assert list(params) == list(fields)
     for field, default in fields.items():
         assert params[field].default == default, field
+
+
+# Every command made from a stage's config (cli/options.py), with the defaults its command line
+# changes: `tasks build` asks for its --out.
+CONFIGURED = STAGES | {"build-apis": (build_apis_cli.command, build_apis.BuildApisConfig),
+                       "tasks build": (tasks_cli.build, tasks_build.BuildConfig)}
+CLI_DEFAULTS = {"tasks build": {"out": REQUIRED}}
+
+
+def test_every_stage_command_is_made_from_its_config():
+    made = {info.name for info in app.registered_commands if hasattr(info.callback, "config")} | \
+        {f"tasks {info.name}" for info in tasks_cli.app.registered_commands if hasattr(info.callback, "config")}
+    assert made == set(CONFIGURED)
+    for name, (command, config) in CONFIGURED.items():
+        assert command.config is config and command.cli_defaults == CLI_DEFAULTS.get(name, {}), name
+
+
+@pytest.mark.parametrize("name", CONFIGURED)
+def test_help_shows_each_option_with_its_config_default_and_help(name):
+    """What `--help` shows for each field: its help, and the config's default (or the command line's
+    declared one); a bool as its flag, an empty default ("", None, []) as none."""
+    from computerrl.data.config import described
+
+    command, config = CONFIGURED[name]
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(app, [*name.split(), "--help"])
+    assert result.exit_code == 0, result.output
+    rows = {}  # "--flag" -> its row, one line at this width ("│ * --out -o <path> … [required] │")
+    for line in result.output.splitlines():
+        words = [w for w in line.split() if w not in ("│", "*")]
+        if line.startswith("│") and words and words[0].startswith("--"):
+            rows[words[0]] = " ".join(words)
+    for field in dataclasses.fields(config):
+        flag = "--" + field.name.replace("_", "-")
+        default = CLI_DEFAULTS.get(name, {}).get(field.name, field.default_factory()
+                                                 if field.default_factory is not dataclasses.MISSING else field.default)
+        row = rows[flag]
+        assert " ".join(described(config, field.name)["help"].split()) in row, (flag, row)
+        if default is REQUIRED:
+            assert "[required]" in row and "[default:" not in row, row
+        elif isinstance(default, bool):
+            assert f"[default: {'' if default else 'no-'}{flag[2:]}]" in row, row
+        elif default in (None, "", []):
+            assert "[default:" not in row, row
+        else:
+            assert f"[default: {default}]" in row, row
+
+
+BAD = {  # one value each stage's config refuses, and the option its message names
+    "spawn-envs": (["--count", "0"], "--count"),
+    "rollout": (["--max-steps", "0"], "--max-steps"),
+    "eval": (["--samples", "3"], "--samples"),
+    "grpo": (["--rollouts", "{tmp}", "--eps-low", "1"], "--eps-low"),
+    "filter-success": (["--rollouts", "{tmp}", "--k", "-2"], "--k"),
+    "sft": (["--data", "{tmp}", "--batch-rows", "0"], "--batch-rows"),
+    "build-apis": (["--rounds", "0"], "--rounds"),
+    "tasks build": (["--out", "{tmp}", "--train", "-1"], "--train"),
+}
+
+
+@pytest.mark.parametrize("name", CONFIGURED)
+def test_a_value_the_config_refuses_is_a_usage_error_naming_the_option(name, tmp_path):
+    args, option = BAD[name]
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(app, [*name.split(), *(a.format(tmp=tmp_path) for a in args)])
+    assert result.exit_code == 2 and "Invalid value" in result.output and option in result.output, result.output
+
+
+def test_an_unknown_name_is_a_usage_error_listing_the_known_ones_unquoted():
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(app, ["rollout", "--budgets", "nope"])
+    assert result.exit_code == 2 and "Invalid value: unknown prompt budget 'nope'; known: paper, small, tiny" \
+        in " ".join(result.output.split()), result.output
+
+
+def test_a_config_field_can_be_an_argument_take_its_own_flags_and_a_subclass_keeps_its_help():
+    import typer
+
+    from computerrl.cli.options import stage_command
+    from computerrl.data.config import setting
+
+    @dataclasses.dataclass
+    class Base:
+        folder: Path = setting(Path("."), "Where to look.", argument=True, metavar="FOLDER")
+        quiet: bool = setting(False, "Say less.", "--quiet/--loud", "-q")
+        size: int = setting(1, "How many.")
+
+        def __post_init__(self):
+            if self.size < 1:
+                raise ValueError("--size must be at least 1")
+
+    @dataclasses.dataclass
+    class Child(Base):
+        size: int = 3
+
+    seen = []
+    toy = typer.Typer()
+    toy.command()(stage_command(Child, seen.append))
+    runner = CliRunner(env={"COLUMNS": "1000"})
+    assert runner.invoke(toy, ["somewhere", "-q"]).exit_code == 0
+    assert seen == [Child(folder=Path("somewhere"), quiet=True, size=3)]
+    shown = " ".join(runner.invoke(toy, ["--help"]).output.split())
+    assert "FOLDER" in shown and "--quiet -q --loud <bool> Say less." in shown, shown
+    assert "How many. [default: 3]" in shown, shown  # the parent's help, the child's default
+    refused = runner.invoke(toy, [".", "--size", "0"])
+    assert refused.exit_code == 2 and "--size must be at least 1" in refused.output and seen == [seen[0]]
 
 
 def test_help_is_fast_because_heavy_imports_are_deferred():

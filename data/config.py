@@ -1,0 +1,65 @@
+"""A stage's config field carries its own help: the one place for an option's default and its text.
+
+    out: Path = setting(Path("runs/rollout"), OUT, "--out", "-o")
+    samples: int = setting(1, "Trajectories per task (pass@K is reported when K > 1).")
+
+`setting` is a `dataclasses.field` whose metadata holds the help and, where the option is not
+plainly `--name`, its flags (`"--out", "-o"`; `"--replay/--no-replay"`) and other command-line
+settings (`argument=True` for a positional argument, `metavar=...`). `cli/options.py` turns a
+config's fields into its command's options; this module knows no CLI library. A subclass that only
+changes a default (`samples: int = 4`) keeps its parent's help and flags (`described`).
+
+Help several stages share is defined once below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+OUT = "Output folder of this stage (a run folder's subfolder)."
+SEED = "Random seed; the same seed gives the same run."
+TASKS = ("Task dataset written by `tasks build` (e.g. runs/tasks/train), or a folder of OSWorld-format JSON task "
+         "files.")
+ENVS = "Run folder (or manifest dataset) written by `spawn-envs`."
+MODEL = ("Policy checkpoint: a local transformers folder, a LoRA adapter folder, or 'embedded' (SmolLM2-135M-Instruct, "
+         "shipped with the package).")
+ENGINE = ("Generation engine: transformers (a local --model, CPU/GPU; bfloat16 on CPUs that compute it natively), "
+          "llamacpp (llama.cpp on a CPU, the model exported to GGUF), vllm (GPU), openai (an OpenAI-compatible "
+          "server: --llm-url).")
+LLM_URL = ("For --engine openai: the server's base URL (comma-separate several to spread requests), e.g. "
+           "http://127.0.0.1:8000/v1; the API key, if any, from $OPENAI_API_KEY.")
+DEVICE = "Torch device for the transformers engine (cpu, cuda)."
+MAX_NEW_TOKENS = "Answer length cap, in tokens."
+
+
+def setting(default: Any, help: str, *flags: str, **cli: Any) -> Any:
+    """A dataclass field with its command-line help (and flags, where not `--name`). A list, dict or
+    set default becomes a `default_factory` that copies it, so no two configs share one."""
+    metadata = {"help": help, "flags": flags, "cli": cli}
+    if isinstance(default, (list, dict, set)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def described(config: type, name: str) -> dict[str, Any]:
+    """The help, flags and settings of field `name` of `config`, from the nearest class in its MRO
+    that gave them (a subclass that only changes a default keeps its parent's)."""
+    for cls in config.__mro__:
+        field = getattr(cls, "__dataclass_fields__", {}).get(name)
+        if field is not None and "help" in field.metadata:
+            return dict(field.metadata)
+    raise TypeError(f"{config.__name__}.{name} has no help: declare it with data.config.setting")
+
+
+def default_of(field: dataclasses.Field) -> Any:
+    """A field's default value (its factory's product), or dataclasses.MISSING."""
+    return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+
+
+def require_datasets(paths: list[Path], flag: str) -> None:
+    """A stage's config refuses input datasets that are not there, naming the option and the path."""
+    for path in paths:
+        if not Path(path).exists():
+            raise ValueError(f"{flag} {path}: no such dataset")
