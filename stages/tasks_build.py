@@ -94,6 +94,8 @@ def run(cfg: BuildConfig, console=None) -> dict:
 
     console = console or Console(soft_wrap=True)
     out = Path(cfg.out)
+    if cfg.replay:
+        _check_fleet(cfg)  # before anything is written
     t0 = time.perf_counter()
     drawn = splits(cfg.train, cfg.test, cfg.valid, cfg.seed, cfg.template_names or None, cfg.holdout, cfg.rl)
     if cfg.holdout:
@@ -167,18 +169,26 @@ def replay_all(pool, instances: list[Instance], expert_prompt, journal, *, conso
     return [Trajectory(**journal.get(i.task_id)) for i in instances]
 
 
-def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> list:
-    """Replay every instance on the desktops of `cfg.envs`, which must read this build's files."""
-    from computerrl.data.journal import Journal
-    from computerrl.envs.fleet.manifest import fleet_cache
-    from computerrl.envs.fleet.pool import EnvPool
-    from computerrl.policy.checkpoint import prompt_settings, resolve
+def _check_fleet(cfg: BuildConfig) -> None:
+    """The desktops of `cfg.envs` must read this build's files (OUT/files): ValueError naming both."""
+    from computerrl.envs.fleet.manifest import fleet_cache, manifest_path
 
-    files = (out / "files").resolve()
+    files = (Path(cfg.out) / "files").resolve()
+    if not manifest_path(cfg.envs).exists():
+        raise ValueError(f"--envs {cfg.envs}: no spawn-envs run there (start one: `computerrl spawn-envs --out "
+                         f"{cfg.envs} --cache {files} --detach`, or build with --no-replay)")
     if fleet_cache(cfg.envs) != files:
         raise ValueError(f"the desktops of {cfg.envs} read task files from {fleet_cache(cfg.envs) or 'no cache'}, "
                          f"not from this build's {files}: start them with `computerrl spawn-envs --out {cfg.envs} "
                          f"--cache {files} …`")
+
+
+def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> list:
+    """Replay every instance on the desktops of `cfg.envs` (which `_check_fleet` checked)."""
+    from computerrl.data.journal import Journal
+    from computerrl.envs.fleet.pool import EnvPool
+    from computerrl.policy.checkpoint import prompt_settings, resolve
+
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "envs"}
     journal = Journal(out / JOURNAL, settings, restart=True)  # another build's replays are of other tasks
     pool = EnvPool.from_manifest(cfg.envs, max_steps=max(len(i.solution) for i in instances) + 2)

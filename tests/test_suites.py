@@ -201,10 +201,12 @@ def test_an_interrupted_build_resumes_from_its_journal_on_the_desktops_of_a_spaw
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "envs"}
     Journal(suite / JOURNAL, settings).add(test[0].task_id, dataclasses.asdict(
         Trajectory(test[0].task_id, 0, [], detail="replayed before the kill")))
+    with pytest.raises(ValueError, match="no spawn-envs run there"):
+        run(cfg)
     assert spawn(SpawnEnvsConfig(out=envs, count=1, detach=True)) == 0  # no --cache: not this build's files
     try:
         with pytest.raises(ValueError, match="read task files from no cache.*--cache"):
-            run(cfg)
+            run(cfg)  # refused before anything is written
         spawn(SpawnEnvsConfig(out=envs, stop=True))
         # the cache folder does not exist yet: tasks build writes it, after the desktops start
         assert not (suite / "files").exists()

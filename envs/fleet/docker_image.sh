@@ -10,7 +10,7 @@
 # Needs root (debootstrap) and a Docker engine ($DOCKER_HOST, else the local socket). DEBIAN_MIRROR
 # overrides the mirror (default: this machine's apt mirror, else deb.debian.org).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repo root: the build context
 
 tag=computerrl-desktop:latest apps=()
 for arg in "$@"; do
