@@ -31,11 +31,10 @@ lock:
     mv constraints.txt.new constraints.txt && rm -rf .venv-lock
     git diff --stat constraints.txt
 
-# The whole suite: real desktops, real LibreOffice. Two workers, a file each at a time (module fixtures
-# share desktops within a file): most of a desktop test waits on the desktop, so two fit on 2 cores.
+# The whole suite: real desktops, real LibreOffice.
 [group("dev")]
 test *args: install
-    {{venv}}/python -m pytest -q -ra -n 2 --dist loadfile --durations=30 {{args}}
+    {{venv}}/python -m pytest -q -ra --durations=30 {{args}}
 
 # Fast tests only (no desktops).
 [group("dev")]
