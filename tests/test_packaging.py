@@ -82,3 +82,69 @@ def test_constraints_pin_every_dependency_within_its_range_and_the_install_used_
         elif version(req.name) != pins[name]:
             wrong.append(f"{req.name}: {version(req.name)} installed, constraints.txt pins {pins[name]}")
     assert not wrong, "\n".join(wrong) + "\n(refresh the pins with `just lock`, then `bash install.sh`)"
+
+
+REGISTRIES = [  # a registry that imports its plug-ins, which import it: the one kind of circle allowed
+    {"envs.fleet.backends.base", "envs.fleet.backends.docker", "envs.fleet.backends.local"},
+    {"envs.tasks.getters", "envs.tasks.chrome", "envs.tasks.getters_files", "envs.tasks.relative_time",
+     "envs.tasks.vlc"},
+]
+
+
+def test_no_module_circles_but_the_registries():
+    """STYLE.md 12: the modules import one another one way (imports inside functions count; those only
+    for type annotations do not)."""
+    import ast
+
+    modules = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if {".venv", "tests", "runs", "build", "compat"} & set(parts):
+            continue
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    edges = {m: set() for m in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name.removeprefix("computerrl.") for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("computerrl."):
+                base = node.module.removeprefix("computerrl.")
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target in modules and target != name and not name.startswith(target + "."):
+                    edges[name].add(target)
+    # strongly connected components (Tarjan)
+    index, low, stack, on, circles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(component)
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    assert sorted(map(sorted, circles)) == sorted(map(sorted, REGISTRIES))
