@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -218,10 +219,10 @@ def run(cfg: BuildApisConfig, console=None) -> dict:
         summary = json.loads(summary_path.read_text())
         console.print(table(summary))
         return summary
-    if cfg.overwrite:
+    if cfg.overwrite:  # afresh, even over a journal of these settings
         for leftover in (summary_path, cfg.out / "transcript.jsonl"):
             leftover.unlink(missing_ok=True)
-        Journal(cfg.out / JOURNAL, {}, restart=True).remove()
+        shutil.rmtree(cfg.out / JOURNAL, ignore_errors=True)
     journal = Journal(cfg.out / JOURNAL, _settings(cfg))
     llm = Llm(cfg, cfg.out / "transcript.jsonl")
     try:

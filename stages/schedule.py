@@ -2,7 +2,7 @@
 demo and the paper's GPU recipe (`computerrl entropulse`; the Justfile's `demo` and
 `reproduce-osworld` call it). It is the one stage that runs other stages.
 
-    tasks build → spawn-envs → [eval of the base model] → sft on expert replays (BC) → eval
+    spawn-envs → tasks build on its desktops → [eval of the base model] → sft on expert replays (BC) → eval
       → RL phase 1: N × (rollout → grpo) → eval
       → Entropulse: filter-success over phase 1's rollouts → sft → eval
       → RL phase 2: N × (rollout → grpo), the Entropulse checkpoint as KL reference → eval
@@ -94,6 +94,7 @@ class Schedule:
                              "(or base, with eval_base)")
 
 
+FIELDS = [f.name for f in dataclasses.fields(Schedule)]
 PRESETS = Path(__file__).with_name("presets")  # NAME.yaml: the settings a preset changes
 
 
@@ -112,18 +113,10 @@ def load_config(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: {e}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected KEY: VALUE lines, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(Schedule)}
     for key, value in data.items():
-        if key not in fields:
-            raise ValueError(f"{path}: unknown setting {key!r}; known: {', '.join(fields)}")
-        kind = type(getattr(Schedule(), key))
-        try:  # YAML reads 1e-5 (no dot) as a string; a float field takes 3 as 3.0
-            data[key] = kind(value) if kind in (int, float) and isinstance(value, (str, int)) \
-                and not isinstance(value, bool) else value
-        except ValueError:
-            pass
-        if not isinstance(data[key], kind) or kind is int and isinstance(data[key], bool):
-            raise ValueError(f"{path}: {key} takes a {kind.__name__}, not {value!r}")
+        if key not in FIELDS:
+            raise ValueError(f"{path}: unknown setting {key!r}; known: {', '.join(FIELDS)}")
+        data[key] = typed(key, value, f"{path}: ")
     return data
 
 
@@ -144,18 +137,29 @@ def show_config(s: Schedule) -> str:
 
 def override(s: Schedule, assignments: list[str]) -> Schedule:
     """`s` with KEY=VALUE assignments applied (each value read as its field's type)."""
-    fields = {f.name: f for f in dataclasses.fields(Schedule)}
     changes: dict[str, Any] = {}
     for item in assignments:
         key, eq, value = item.partition("=")
-        if not eq or key not in fields:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(fields)}")
-        kind = type(getattr(s, key))
-        try:
-            changes[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
-        except ValueError:
-            raise ValueError(f"--set {item!r}: {key} takes a {kind.__name__}") from None
+        if not eq or key not in FIELDS:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(FIELDS)}")
+        changes[key] = typed(key, value, f"--set {item!r}: ")
     return dataclasses.replace(s, **changes)
+
+
+def typed(key: str, value: Any, where: str) -> Any:
+    """`value` (a --set string, or as YAML read it: 1e-5 without a dot is a string there) as the type of
+    Schedule's field `key`; ValueError, prefixed by `where`, when it is none."""
+    kind = type(getattr(Schedule(), key))
+    try:
+        if kind is bool and isinstance(value, str):
+            value = value.lower() in ("1", "true", "yes")
+        elif kind in (int, float) and isinstance(value, (str, int)) and not isinstance(value, bool):
+            value = kind(value)
+    except ValueError:
+        pass
+    if not isinstance(value, kind) or kind is int and isinstance(value, bool):
+        raise ValueError(f"{where}{key} takes a {kind.__name__}, not {value!r}")
+    return value
 
 
 class Steps:
