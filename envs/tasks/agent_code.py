@@ -17,7 +17,10 @@ import ast
 import os
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from computerrl.envs.tasks.task import Task
 
 INTERPRETERS = {"bash", "sh", "dash", "zsh", "python", "python3", "node", "perl", "ruby", "source", "."}
 SEPARATORS = {";", "&&", "||", "|", "&", "then", "do", "else", "(", "$("}
@@ -30,25 +33,20 @@ AGENT_WRITTEN = {"vscode_config": "VS Code, which runs the agent's extensions, w
 SYSTEM_MODULES = {"pyautogui"}  # what the desktop's own python3 has beside its standard library (compat/)
 
 
-def evaluation_commands(evaluator: dict[str, Any]) -> list[list[str] | str]:
+def evaluation_commands(task: "Task") -> list[list[str] | str]:
     """The commands an evaluation runs: postconfig's execute steps and the command getters."""
-    steps = [s.get("parameters", {}).get("command") for s in evaluator.get("postconfig", [])
+    steps = [s.get("parameters", {}).get("command") for s in task.evaluator.get("postconfig", [])
              if s.get("type") in ("execute", "command")]
-    return [c for c in steps + [g.get("command") for g in _getters(evaluator) if g.get("type") in COMMAND_GETTERS] if c]
+    getters = [g.get("command") for g in task.getters if isinstance(g, dict) and g.get("type") in COMMAND_GETTERS]
+    return [c for c in steps + getters if c]
 
 
-def agent_code(evaluator: dict[str, Any]) -> list[str]:
-    """Why the evaluation's output can be the agent's own (one line per command that runs its files)."""
-    return [f"{_shown(c)}: {why}" for c in evaluation_commands(evaluator) if (why := runs_agent_code(c))] \
-        + [f"{g['type']}: {AGENT_WRITTEN[g['type']]}" for g in _getters(evaluator) if g.get("type") in AGENT_WRITTEN]
-
-
-def _getters(evaluator: dict[str, Any]) -> list[dict]:
-    specs = []
-    for key in ("result", "expected"):
-        spec = evaluator.get(key)
-        specs += spec if isinstance(spec, list) else [spec] if spec else []
-    return [g for g in specs if isinstance(g, dict)]
+def agent_code(task: "Task") -> list[str]:
+    """Why the evaluation's output can be the agent's own (one line per command that runs its files, and per
+    getter whose file a program of the agent's writes)."""
+    return [f"{_shown(c)}: {why}" for c in evaluation_commands(task) if (why := runs_agent_code(c))] \
+        + [f"{g['type']}: {AGENT_WRITTEN[g['type']]}" for g in task.getters
+           if isinstance(g, dict) and g.get("type") in AGENT_WRITTEN]
 
 
 def _shown(command) -> str:

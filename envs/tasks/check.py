@@ -5,6 +5,7 @@ which need a network account, and which of the supported are scored by a file th
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from pathlib import Path
 
@@ -20,10 +21,10 @@ class Check:
     needs_account: list[str]
     missing: Counter  # what unsupported tasks need, by how many need it
 
-    @property
+    @functools.cached_property
     def agent_code(self) -> list[str]:
-        return [f"{t.path}: scored by what the agent can rewrite ({'; '.join(t.agent_code())})"
-                for t in self.supported if t.agent_code()]
+        return [f"{t.path}: scored by what the agent can rewrite ({'; '.join(why)})"
+                for t in self.supported if (why := t.agent_code())]
 
     @property
     def all_supported(self) -> bool:

@@ -71,7 +71,7 @@ class Task:
         a score from them is marked, never taken for the desktop's word."""
         from computerrl.envs.tasks.agent_code import agent_code
 
-        return agent_code(self.evaluator)
+        return agent_code(self)
 
     def unsupported(self) -> list[str]:
         """What this task needs that is not registered, e.g. ["setup step 'download'", "metric 'x'"]."""
