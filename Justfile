@@ -123,6 +123,11 @@ bench-rollout *args: install
 bench-train *args: install
     {{venv}}/python -m computerrl.bench.bench_train {{args}}
 
+# GPU benchmark: engine tokens/s, sft/grpo (full, LoRA) time, memory, TFLOP/s and share of bf16 peak, GPU busy, log-prob agreement (JSON last line).
+[group("bench")]
+bench-gpu *args: install
+    {{venv}}/python -m computerrl.bench.bench_gpu {{args}}
+
 # build-apis benchmark: a 10-API transcript replayed on 2 desktops, seconds per API, desktop vs stage (JSON last line).
 [group("bench")]
 bench-apis *args: install
