@@ -57,6 +57,35 @@ def response_logprobs(model, prompts: Sequence[Sequence[int]], responses: Sequen
     backward the gradients of all rows flow into that one pass, so the result is the same, exactly,
     at a fraction of the compute.
     """
+    inner = getattr(model, "module", None) or model  # DDP and DeepSpeed wrap the model; FSDP2 does not
+    if inner is model and not _fsdp2(model):
+        return _response_logprobs(model, prompts, responses, temperature, pad_id, with_entropy, share_prefix)
+    # This calls the decoder and head itself, but DDP arms its gradient all-reduce, and FSDP2 gathers
+    # its sharded weights, only in the model's forward: run the computation as that forward, once.
+    # It returns copies, not views: FSDP2 warns of every view a forward returns.
+    def forward():
+        logp, entropy = _response_logprobs(inner, prompts, responses, temperature, pad_id, True, share_prefix)
+        return [t.clone() for t in logp], [t.clone() for t in entropy]
+
+    own = inner.__dict__.get("forward")  # accelerate may have set one (mixed precision)
+    inner.forward = forward
+    try:
+        logp, entropy = model()
+    finally:
+        if own is None:
+            del inner.forward
+        else:
+            inner.forward = own
+    return (logp, entropy) if with_entropy else logp
+
+
+def _fsdp2(model) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entropy, share_prefix):
     import torch
 
     decoder, head = _decoder_and_head(model)

@@ -112,7 +112,13 @@ class Trainer:
         self.cfg, self.key = cfg, key
         # Tied input/output embeddings (SmolLM2, Qwen2.5) are saved once: accelerate warns about it at every save.
         logging.getLogger("accelerate.utils.other").setLevel(logging.ERROR)
-        self.accelerator = Accelerator(cpu=cfg.device == "cpu")
+        # With no GPU, accelerate puts the processes of `accelerate launch` in one gloo group only when told
+        # cpu=True; otherwise each would train alone on the whole batch and write its own checkpoint.
+        self.accelerator = Accelerator(cpu=cfg.device == "cpu" or (not cfg.device and not torch.accelerator.is_available()))
+        if os.environ.get("ACCELERATE_USE_FSDP") == "true" and self.accelerator.distributed_type != "FSDP":
+            # accelerate 1.15 chooses FSDP only for GPU-like devices (AcceleratorState): on a CPU it is DDP.
+            logging.getLogger(__name__).warning("FSDP asked for, but accelerate runs %s here: parameters are not sharded",
+                                                self.accelerator.distributed_type)
         set_seed(cfg.seed)
         self.state = {"key": key, "updates": 0, "log": []}  # log: one dict per optimizer step
         source = resolve(cfg.model)
@@ -141,7 +147,8 @@ class Trainer:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
         if self._resumable():  # weights, optimizer, scheduler and RNG as they were after the last saved step
-            self.accelerator.load_state(str(cfg.state_dir / "accelerate"))
+            if (cfg.state_dir / "accelerate").exists():
+                self.accelerator.load_state(str(cfg.state_dir / "accelerate"))
             self.state = json.loads((cfg.state_dir / STATE).read_text())
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
@@ -173,17 +180,21 @@ class Trainer:
         (sum of the per-token losses of those rows, {name: summed value}) — the summed logs are
         added up over micro-batches and divided by n_tokens as well."""
         mine = self.my_share(micro)
-        idle = not mine  # more processes than micro-batches: this one joins the gradient sync with a zero loss
+        # A process with no micro-batch (more processes than micro-batches) still joins the gradient sync,
+        # with a zero loss. DDP syncs once per step, but FSDP and ZeRO-3 gather the sharded weights in every
+        # pass: there every process runs as many passes as the busiest one, the spare ones weighing zero.
+        sharded = self.accelerator.distributed_type in ("FSDP", "DEEPSPEED")
+        passes = max(1, -(-len(micro) // self.accelerator.num_processes) if sharded else len(mine))
         sums: dict[str, float] = {}
         scale = self.accelerator.num_processes / n_tokens  # gradients are averaged over processes
         self.model.train()
-        for k, rows in enumerate(mine or micro[:1]):
-            last = k == len(mine) - 1 or idle
-            with contextlib.nullcontext() if last else self.accelerator.no_sync(self.model):
-                loss_sum, logs = loss_fn(rows)
-                self.accelerator.backward(loss_sum * (0.0 if idle else scale))
+        for k in range(passes):
+            real = k < len(mine)
+            with contextlib.nullcontext() if k == passes - 1 else self.accelerator.no_sync(self.model):
+                loss_sum, logs = loss_fn(mine[k] if real else micro[0])
+                self.accelerator.backward(loss_sum * (scale if real else 0.0))
             for name, value in logs.items():
-                sums[name] = sums.get(name, 0.0) + (0.0 if idle else float(value))
+                sums[name] = sums.get(name, 0.0) + (float(value) if real else 0.0)
         norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm or float("inf"))
         self.optimizer.step()
         self.scheduler.step()
@@ -219,8 +230,12 @@ class Trainer:
         if self.is_main:
             shutil.rmtree(tmp, ignore_errors=True)
         self.accelerator.wait_for_everyone()
-        self.accelerator.save_state(str(tmp / "accelerate"))
+        if self.updates:
+            # Before the first step the weights are --model's and the optimizer is empty. Saved under FSDP,
+            # torch fills an empty optimizer by a zero-lr step, which Adam counts: the first update would shrink.
+            self.accelerator.save_state(str(tmp / "accelerate"))
         if self.is_main:
+            tmp.mkdir(parents=True, exist_ok=True)
             (tmp / STATE).write_text(json.dumps(self.state, default=float))
             _replace(tmp, self.cfg.state_dir)
         self.accelerator.wait_for_everyone()
@@ -229,6 +244,7 @@ class Trainer:
         """The trained checkpoint at OUT, atomically, with lineage.json, summary.json and the metrics
         dataset (OUT/metrics, one row per optimizer step); the resumable state goes."""
         weights = self.accelerator.get_state_dict(self.model)  # gathered from every process's shard
+        summary = dict(summary, processes=self.accelerator.num_processes, parallel=self.accelerator.distributed_type.value)
         if self.is_main:
             import datasets
 
@@ -239,6 +255,10 @@ class Trainer:
             if hasattr(model, "peft_config"):  # the adapter alone, pointing at its base as a local folder
                 for config in model.peft_config.values():
                     config.base_model_name_or_path = str(self.base)
+            elif getattr(model.config, "tie_word_embeddings", False):
+                # FSDP gathers tied weights as separate copies, which save_pretrained would store twice
+                for tied in getattr(model, "all_tied_weights_keys", {}):
+                    weights.pop(tied, None)
             model.save_pretrained(tmp, state_dict=weights, safe_serialization=True)
             self.tokenizer.save_pretrained(tmp)
             write_lineage(tmp, lineage)

@@ -127,11 +127,12 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     figures.update(aborted_rows=len(all_rows) - len(played), rows_without_token_ids=len(untrainable), rows=len(rows))
     temperature = cfg.temperature or sampling_temperature(cfg.rollouts)
     clip = Clip(cfg.eps_low, cfg.eps_high, cfg.beta, cfg.tis_cap)
+    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "overwrite", "save_every")}
+    trainer = Trainer(cfg, key)
+    console.quiet = console.quiet or not trainer.is_main  # one process speaks for all of them
     console.print(f"grpo: {len(played)} steps of {figures['groups']} groups, mean reward {figures['mean_reward']:.3f}; "
                   f"{len(skipped)} groups without spread skipped; {len(rows)} steps to train on"
                   + (f"; {len(untrainable)} rows without token ids (a server that gave none) left out" if untrainable else ""))
-    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "overwrite", "save_every")}
-    trainer = Trainer(cfg, key)
     if rows:
         prompts = [r["prompt_ids"] for r in rows]
         answers = [r["response_ids"] for r in rows]

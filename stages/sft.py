@@ -83,6 +83,7 @@ def run(cfg: SFTConfig, console=None) -> dict:
         return json.loads((cfg.out / "summary.json").read_text())
     key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "overwrite", "save_every")}
     trainer = Trainer(cfg, key)
+    console.quiet = console.quiet or not trainer.is_main  # one process speaks for all of them
     tok = trainer.tokenizer
     data = chats(cfg.data)
     if not data:
