@@ -10,7 +10,7 @@ osworld_model := env("OSWORLD_MODEL", "checkpoints/GLM-4-9B-0414")  # a local HF
 osworld_tasks := env("OSWORLD_TASKS", "../shared/osworld")  # OSWorld-format JSON (eval split)
 osworld_run := env("OSWORLD_RUN", "runs/osworld")
 osworld_desktops := env("OSWORLD_DESKTOPS", "256")  # env servers, over $DOCKER_HOST / --docker-hosts
-osworld_accelerate := env("OSWORLD_ACCELERATE", "configs/accelerate/zero2.yaml")
+osworld_accelerate := env("OSWORLD_ACCELERATE", "configs/accelerate/fsdp.yaml")
 
 # Install system packages, the virtualenv and the package (idempotent).
 [group("setup")]

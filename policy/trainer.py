@@ -3,7 +3,7 @@ an optimizer step over many micro-batches (token-mean across all of them), resum
 the checkpoint a stage writes.
 
 accelerate carries the same loop from this CPU to many GPUs and nodes (`accelerate launch
---config_file configs/accelerate/<ddp|fsdp|zero2|zero3>.yaml -m computerrl.cli.main grpo …`): every
+--config_file configs/accelerate/<ddp|fsdp>.yaml -m computerrl.cli.main grpo …`): every
 process takes its share of the micro-batches, gradients are averaged, and only the main process
 writes checkpoints, state and metrics.
 """
@@ -181,9 +181,9 @@ class Trainer:
         added up over micro-batches and divided by n_tokens as well."""
         mine = self.my_share(micro)
         # A process with no micro-batch (more processes than micro-batches) still joins the gradient sync,
-        # with a zero loss. DDP syncs once per step, but FSDP and ZeRO-3 gather the sharded weights in every
+        # with a zero loss. DDP syncs once per step, but FSDP gathers the sharded weights in every
         # pass: there every process runs as many passes as the busiest one, the spare ones weighing zero.
-        sharded = self.accelerator.distributed_type in ("FSDP", "DEEPSPEED")
+        sharded = self.accelerator.distributed_type == "FSDP"
         passes = max(1, -(-len(micro) // self.accelerator.num_processes) if sharded else len(mine))
         sums: dict[str, float] = {}
         scale = self.accelerator.num_processes / n_tokens  # gradients are averaged over processes

@@ -21,7 +21,7 @@ Writes: --out, the updated checkpoint (full, or a LoRA adapter that rollout load
         skipped_groups, groups, distinct_actions (mean distinct actions per group).
 
     computerrl grpo --rollouts runs/rollout-0 --out runs/policy-1
-    accelerate launch --config_file configs/accelerate/zero2.yaml -m computerrl.cli.main grpo \\
+    accelerate launch --config_file configs/accelerate/fsdp.yaml -m computerrl.cli.main grpo \\
         --rollouts runs/rollout-7 --model runs/policy-7 --ref runs/sft-bc --beta 0.001 --lr 1e-6 \\
         --dtype bfloat16 --gradient-checkpointing --out runs/policy-8
 """

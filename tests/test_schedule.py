@@ -40,7 +40,7 @@ def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
         [*evaluated, "filter-success", "sft", *evaluated] + ["rollout", "grpo"] * 3 + [*evaluated, "spawn-envs"]
     trained = [c for c in commands if "-m" in c]
     assert len(trained) == 8 and all(c[:4] == ["accelerate", "launch", "--config_file",
-                                               "configs/accelerate/zero2.yaml"] for c in trained)
+                                               "configs/accelerate/fsdp.yaml"] for c in trained)
     assert all("--gradient-checkpointing" in c and c[c.index("--dtype") + 1] == "bfloat16" for c in trained)
     rollouts = [parse(c) for c in commands if c[1] == "rollout"]
     assert {ctx.params["engine"] for ctx in rollouts} == {"vllm"} and {ctx.params["samples"] for ctx in rollouts} == {8}

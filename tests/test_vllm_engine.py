@@ -60,7 +60,7 @@ def probe(vllm_bin, tmp_path_factory):
             "runs": [{"temperature": 1.0, "max_new_tokens": 24, "seed": 3},
                      {"temperature": 1.0, "max_new_tokens": 24, "seed": 3},
                      {"temperature": 1.0, "max_new_tokens": 24, "seed": 4},
-                     {"temperature": 0.0, "max_new_tokens": 64, "seed": 0}]}
+                     {"temperature": 0.0, "max_new_tokens": 48, "seed": 0}]}
     (root / "chats.json").write_text(json.dumps(spec))
     done = subprocess.run([str(vllm_bin / "python"), str(REPO / "tests" / "vllm_probe.py"), str(embedded_checkpoint()),
                            str(root / "chats.json"), str(root / "out.json")], capture_output=True, text=True,
@@ -95,7 +95,7 @@ def test_real_vllm_stops_at_the_end_of_turn(probe):
     assert hello["text"].strip()
     for g in (g for run in probe["runs"] for g in run["generations"]):
         assert (g["finish"] == "stop") == (g["response_ids"][-1] == probe["eos_id"])
-        assert g["finish"] == "stop" or len(g["response_ids"]) == 24 or len(g["response_ids"]) == 64
+        assert g["finish"] == "stop" or len(g["response_ids"]) in (24, 48)
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_real_vllm_rollout_in_desktops_serves_a_lora_adapter_with_the_trainers_l
 def test_real_vllm_eval_in_desktops_prints_its_table(vllm_bin, desktops):
     out = desktops / "eval"
     done = subprocess.run([str(vllm_bin / "computerrl"), "eval", "--engine", "vllm", "--tasks", str(desktops / "tasks"),
-                           "--envs", str(desktops / "envs"), "--max-steps", "2", "--max-new-tokens", "24",
+                           "--envs", str(desktops / "envs"), "--max-steps", "1", "--max-new-tokens", "24",
                            "--out", str(out)], capture_output=True, text=True, timeout=900,
                           env={**QUIET, "COLUMNS": "160"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

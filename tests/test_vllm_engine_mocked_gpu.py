@@ -1,6 +1,6 @@
-"""The vllm engine with a stand-in `vllm` module: no GPU exists on this machine, so what is checked
-is what the engine asks vLLM for (token-id prompts from the checkpoint's template, temperature-only
-sampling, processed log-probs) and how it reads vLLM's answer. The real engine runs on a GPU host."""
+"""The vllm engine on a GPU, with a stand-in `vllm` module and a stand-in GPU: only what a GPU changes
+is checked here (vLLM is given a share of the GPU's memory and a tensor-parallel size, and computes in
+the checkpoint's dtype). The engine itself runs for real on this CPU in test_vllm_engine.py."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ class FakeLLM:
     kwargs: dict
     calls: list = field(default_factory=list)
 
+    @property
+    def llm_engine(self):
+        return types.SimpleNamespace(model_config=types.SimpleNamespace(dtype="torch.bfloat16"))
+
     def generate(self, prompts, params, lora_request=None, use_tqdm=True):
         self.calls.append((prompts, params, lora_request))
         return [RequestOutput([Completion([10, 11, 2], [{10: Logprob(-0.5), 7: Logprob(-1.0)}, {11: Logprob(-0.25)},
@@ -44,7 +48,10 @@ class FakeLLM:
 
 
 @pytest.fixture
-def fake_vllm(monkeypatch):
+def fake_vllm_on_a_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     module = types.ModuleType("vllm")
     module.LLM = lambda **kwargs: FakeLLM(kwargs)
     module.SamplingParams = lambda **kwargs: kwargs
@@ -54,17 +61,16 @@ def fake_vllm(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm.inputs", inputs)
 
 
-def test_the_engine_asks_vllm_for_the_trainers_distribution(fake_vllm):
-    engine = make_engine("vllm", embedded_checkpoint(), Sampling(0.7, 32))
-    assert engine.llm.kwargs["logprobs_mode"] == "processed_logprobs"  # after the temperature
+def test_on_a_gpu_vllm_gets_a_memory_share_and_a_tensor_parallel_size_and_no_cpu_settings(fake_vllm_on_a_gpu):
+    engine = make_engine("vllm", embedded_checkpoint(), Sampling(0.7, 32), gpu_memory_utilization=0.6,
+                         tensor_parallel_size=4)
+    kwargs = engine.llm.kwargs
+    assert kwargs["gpu_memory_utilization"] == 0.6 and kwargs["tensor_parallel_size"] == 4
+    assert kwargs["logprobs_mode"] == "processed_logprobs"  # after the temperature, as the trainer computes
+    assert not {"kv_cache_memory_bytes", "enforce_eager", "dtype", "enable_chunked_prefill"} & set(kwargs)
     chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     [g] = engine.generate([chat], seed=5)
-    prompts, params, lora = engine.llm.calls[0]
-    assert prompts[0]["prompt_token_ids"] == engine.chat_ids(chat) == g.prompt_ids
-    assert params[0] == {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "max_tokens": 32, "seed": 5,
-                         "logprobs": 0, "stop_token_ids": [engine.eos_id]}
-    assert lora is None
-    assert g.response_ids == [10, 11, 2] and g.logprobs == [-0.5, -0.25, -0.125] and g.finish == "stop"
+    assert g.engine == "vllm:bfloat16" and g.logprobs == [-0.5, -0.25, -0.125]
 
 
 def test_without_vllm_the_error_says_how_to_get_it(monkeypatch):
