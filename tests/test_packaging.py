@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_python_package_folder_is_in_pyproject():
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = {str(p.parent.relative_to(ROOT)) for p in ROOT.rglob("__init__.py")
-               if not {".venv", "tests", "runs", "build"} & set(p.relative_to(ROOT).parts)}
+               if not {".venv", ".venv-vllm", "tests", "runs", "build"} & set(p.relative_to(ROOT).parts)}
     mapped = {folder: name for name, folder in setuptools["package-dir"].items()}
     missing = sorted(f for f in folders if mapped.get(f) not in setuptools["packages"])
     assert not missing, f"folders with an __init__.py missing from pyproject's package-dir/packages: {missing}"
@@ -99,7 +99,7 @@ def test_no_module_circles_but_the_registries():
     modules = {}
     for path in ROOT.rglob("*.py"):
         parts = path.relative_to(ROOT).with_suffix("").parts
-        if {".venv", "tests", "runs", "build", "compat"} & set(parts):
+        if {".venv", ".venv-vllm", "tests", "runs", "build", "compat"} & set(parts):
             continue
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     edges = {m: set() for m in modules}
