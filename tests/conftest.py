@@ -46,6 +46,27 @@ def desktop_of(srv: EnvServer, index: int = 0):
         yield slot.desktop
 
 
+@contextmanager
+def generated_desktops(root: Path, tasks: int, desktops: int):
+    """At ROOT: `tasks` generated Calc tasks (one template) as ROOT/tasks with their file cache, and
+    `desktops` desktops behind a detached spawn-envs at ROOT/envs, stopped on leaving."""
+    import datasets
+
+    from computerrl.data.datasets_io import save_atomic
+    from computerrl.data.schemas import TASK_FEATURES
+    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
+    from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
+
+    train, _ = generate(tasks, 0, seed=5, templates=["calc_column_stat"])
+    write_files(train, root / "files")
+    save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
+    assert run(SpawnEnvsConfig(out=root / "envs", count=desktops, cache=root / "files", detach=True)) == 0
+    try:
+        yield root
+    finally:
+        run(SpawnEnvsConfig(out=root / "envs", stop=True))
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     """llama-cpp-python's OpenAI-compatible server on loopback, serving the embedded model's GGUF file."""

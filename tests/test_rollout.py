@@ -10,7 +10,8 @@ import time
 import pytest
 
 from computerrl.data.datasets_io import load, save_atomic
-from computerrl.data.schemas import STEP_COLUMNS, TASK_FEATURES
+from computerrl.data.schemas import STEP_COLUMNS
+from conftest import generated_desktops
 
 pytestmark = pytest.mark.desktop
 
@@ -18,18 +19,8 @@ pytestmark = pytest.mark.desktop
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """Two generated Calc tasks with their file cache, and two desktops behind a detached spawn-envs."""
-    import datasets
-
-    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
-    from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
-
-    root = tmp_path_factory.mktemp("rollout")
-    train, _ = generate(2, 0, seed=5, templates=["calc_column_stat"])
-    write_files(train, root / "files")
-    save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
-    assert run(SpawnEnvsConfig(out=root / "envs", count=2, cache=root / "files", detach=True)) == 0
-    yield root
-    run(SpawnEnvsConfig(out=root / "envs", stop=True))
+    with generated_desktops(tmp_path_factory.mktemp("rollout"), tasks=2, desktops=2) as root:
+        yield root
 
 
 def options(root, out, **extra) -> list[str]:

@@ -21,6 +21,7 @@ import computerrl.apis  # noqa: F401  (registers the app API classes)
 from computerrl.data.datasets_io import load
 from computerrl.policy.checkpoint import embedded_checkpoint, load_model
 from computerrl.policy.logprobs import chat_prompt_ids, response_logprobs
+from conftest import generated_desktops
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_VENV = REPO / ".venv-vllm" / "bin"
@@ -101,20 +102,8 @@ def test_real_vllm_stops_at_the_end_of_turn(probe):
 @pytest.fixture(scope="module")
 def desktops(tmp_path_factory):
     """One generated Calc task with its file cache, and one desktop behind a detached spawn-envs."""
-    import datasets
-
-    from computerrl.data.datasets_io import save_atomic
-    from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
-    from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
-
-    root = tmp_path_factory.mktemp("vllm-desktops")
-    train, _ = generate(1, 0, seed=5, templates=["calc_column_stat"])
-    write_files(train, root / "files")
-    save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
-    assert run(SpawnEnvsConfig(out=root / "envs", count=1, cache=root / "files", detach=True)) == 0
-    yield root
-    run(SpawnEnvsConfig(out=root / "envs", stop=True))
+    with generated_desktops(tmp_path_factory.mktemp("vllm-desktops"), tasks=1, desktops=1) as root:
+        yield root
 
 
 @pytest.fixture(scope="module")
