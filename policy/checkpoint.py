@@ -115,7 +115,8 @@ def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", tra
         from peft import PeftModel
 
         with peft_quietly():
-            model = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
+            model = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable,
+                                              autocast_adapter_dtype=False)  # see Trainer
     model.to(device)
     return model.train(trainable)
 

@@ -133,7 +133,10 @@ class Trainer:
             with peft_quietly():
                 model = get_peft_model(model, LoraConfig(
                     r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, task_type="CAUSAL_LM",
-                    target_modules=_linear_modules(model, top) if top else "all-linear"))
+                    target_modules=_linear_modules(model, top) if top else "all-linear"),
+                    # peft's default float32 adapters cast every adapted layer's input to float32 and keep it for
+                    # backward: in bfloat16 LoRA then held 1.5x the activations of full fine-tuning
+                    autocast_adapter_dtype=False)
         elif top and not adapter:
             _freeze_all_but(model, top)
         if cfg.gradient_checkpointing:

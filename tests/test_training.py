@@ -171,3 +171,37 @@ def test_micro_batches_hold_every_row_once_group_alike_prompts_and_keep_the_budg
     assert 2 < len(batches) < 12  # the budget packs several rows per pass, not all of them
     assert micro_batches(prompts, lengths, 300, seed=3) == batches  # seeded order
     assert any(micro_batches(prompts, lengths, 300, seed=k) != batches for k in range(4, 10))
+
+
+def saved_for_backward(trainer, rows: int = 2, prompt: int = 300, answer: int = 30) -> int:
+    """Bytes autograd keeps for backward over one micro-batch (the activations a GPU must hold), weights aside."""
+    import torch
+
+    from computerrl.policy.logprobs import response_logprobs
+
+    storages = {}
+
+    def keep(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    prompts = [[100 + (7 * r + j) % 900 for j in range(prompt)] for r in range(rows)]
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        response_logprobs(trainer.model, prompts, [list(range(5, 5 + answer))] * rows, share_prefix=False)
+    weights = {p.untyped_storage().data_ptr() for p in trainer.model.parameters()}
+    return sum(n for ptr, n in storages.items() if ptr not in weights)
+
+
+def test_lora_in_bfloat16_holds_fewer_activations_and_optimizer_states_than_full_fine_tuning(tmp_path):
+    """On an H100 LoRA r16 of the 1.7B model peaked at 51 GB against 46 GB for full fine-tuning: peft's float32
+    adapters cast each adapted layer's input to float32 and kept it. Measured here as the bytes saved for backward."""
+    import torch
+
+    from computerrl.policy.trainer import TrainConfig, Trainer
+
+    full = Trainer(TrainConfig(out=tmp_path / "full", dtype="bfloat16"), {})
+    lora = Trainer(TrainConfig(out=tmp_path / "lora", dtype="bfloat16", lora_rank=16), {})
+    assert saved_for_backward(lora) < saved_for_backward(full)
+    trained = [sum(p.numel() for p in t.model.parameters() if p.requires_grad) for t in (lora, full)]
+    assert trained[0] < trained[1] / 20
+    assert {p.dtype for p in lora.model.parameters()} == {torch.bfloat16}  # the adapters too

@@ -26,6 +26,8 @@ from conftest import generated_desktops
 REPO = Path(__file__).resolve().parent.parent
 VLLM_VENV = REPO / ".venv-vllm" / "bin"
 QUIET = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
+# what the engine sets on a CPU (policy/engine_vllm.py), for vLLM's own server: every core, fewer processes
+IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(torch.get_num_threads())}
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +173,9 @@ def vllm_server(vllm_bin, tmp_path_factory):
                              "--model", str(embedded_checkpoint()), "--host", "127.0.0.1",
                              "--port", str(port), "--dtype", "float32", "--enforce-eager",
                              "--kv-cache-memory-bytes", str(1 << 30),  # as the engine starts it on a CPU:
-                             "--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192"], stdout=log, stderr=subprocess.STDOUT, env=QUIET)
+                             "--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192",
+                             "--distributed-executor-backend", "uni"],  # the model in the engine core: 2 imports, not 3
+                            stdout=log, stderr=subprocess.STDOUT, env={**QUIET, **IN_PROCESS})
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 600
     while True:
