@@ -26,6 +26,7 @@ from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, load_model, l
                                          write_lineage)
 
 STATE = "trainer_state.json"
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -117,8 +118,8 @@ class Trainer:
         self.accelerator = Accelerator(cpu=cfg.device == "cpu" or (not cfg.device and not torch.accelerator.is_available()))
         if os.environ.get("ACCELERATE_USE_FSDP") == "true" and self.accelerator.distributed_type != "FSDP":
             # accelerate 1.15 chooses FSDP only for GPU-like devices (AcceleratorState): on a CPU it is DDP.
-            logging.getLogger(__name__).warning("FSDP asked for, but accelerate runs %s here: parameters are not sharded",
-                                                self.accelerator.distributed_type)
+            log.warning("FSDP asked for, but accelerate runs %s here: parameters are not sharded",
+                        self.accelerator.distributed_type)
         set_seed(cfg.seed)
         self.state = {"key": key, "updates": 0, "log": []}  # log: one dict per optimizer step
         source = resolve(cfg.model)
@@ -140,10 +141,7 @@ class Trainer:
         elif top and not adapter:
             _freeze_all_but(model, top)
         if cfg.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            model.config.use_cache = False
-            if cfg.lora_rank or adapter:
-                model.enable_input_require_grads()
+            _checkpoint(model, lora=bool(cfg.lora_rank or adapter))
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         warmup = max(1, cfg.warmup)
@@ -154,6 +152,7 @@ class Trainer:
                 self.accelerator.load_state(str(cfg.state_dir / "accelerate"))
             self.state = json.loads((cfg.state_dir / STATE).read_text())
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.halvings = 0  # micro-batches are split in 2**halvings after running out of memory
 
     @property
     def updates(self) -> int:
@@ -181,7 +180,38 @@ class Trainer:
 
         `n_tokens`: response tokens of the whole step, over all processes; `loss_fn(rows)` returns
         (sum of the per-token losses of those rows, {name: summed value}) — the summed logs are
-        added up over micro-batches and divided by n_tokens as well."""
+        added up over micro-batches and divided by n_tokens as well.
+
+        A step that runs out of GPU memory is run again, from its start, in less memory: first with
+        gradient checkpointing, then with every micro-batch halved (the step's result is the same, as
+        gradients are token sums). The smaller size holds for the rest of the run."""
+        import torch
+
+        while True:
+            try:
+                return self._step([part for rows in micro for part in _split(rows, self.halvings)], n_tokens, loss_fn)
+            except torch.OutOfMemoryError as error:
+                if self.accelerator.num_processes > 1:  # the other processes wait in a collective: no retry
+                    raise RuntimeError(f"out of GPU memory: {_FIT_ADVICE}") from error
+                longest = max(len(rows) for rows in micro)
+            # out of the except block, so the failed pass's tensors are freed with its traceback
+            self.optimizer.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+            if not self.cfg.gradient_checkpointing:
+                self.cfg.gradient_checkpointing = True
+                _checkpoint(self.unwrapped(), lora=self.cfg.lora_rank > 0 or hasattr(self.unwrapped(), "peft_config"))
+                log.warning("out of GPU memory: the step runs again with gradient checkpointing (--gradient-"
+                            "checkpointing saves this retry)")
+            elif 2 ** self.halvings < longest:
+                self.halvings += 1
+                log.warning("out of GPU memory: the step runs again with each micro-batch split in %d "
+                            "(--micro-batch-tokens %d saves this retry)", 2 ** self.halvings,
+                            self.cfg.micro_batch_tokens >> self.halvings)
+            else:
+                raise RuntimeError(f"out of GPU memory with one row per pass and gradient checkpointing: "
+                                   f"{_FIT_ADVICE}")
+
+    def _step(self, micro: list[list[int]], n_tokens: int, loss_fn: Callable[[list[int]], tuple]) -> dict:
         mine = self.my_share(micro)
         # A process with no micro-batch (more processes than micro-batches) still joins the gradient sync,
         # with a zero loss. DDP syncs once per step, but FSDP gathers the sharded weights in every
@@ -288,6 +318,25 @@ def progress(console, label: str, total: int, done: int):
                   transient=False) as bar:
         task = bar.add_task(label, total=total, completed=done, info="")
         yield lambda info="": bar.update(task, advance=1, info=info)
+
+
+_FIT_ADVICE = ("train fewer weights (--lora-rank 16, --train-layers N), lower --micro-batch-tokens, or "
+               "shorten the prompts (--budgets)")
+
+
+def _checkpoint(model, *, lora: bool) -> None:
+    """Gradient checkpointing on: activations are recomputed in backward instead of kept."""
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    if lora:
+        model.enable_input_require_grads()
+
+
+def _split(rows: list[int], halvings: int) -> list[list[int]]:
+    """`rows` in up to 2**halvings contiguous parts of near-equal size (rows of alike prompts stay together)."""
+    parts = min(len(rows), 2 ** halvings)
+    cuts = [round(k * len(rows) / parts) for k in range(parts + 1)]
+    return [rows[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
 def _top_layers(model, n: int) -> list[int]:

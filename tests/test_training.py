@@ -205,3 +205,45 @@ def test_lora_in_bfloat16_holds_fewer_activations_and_optimizer_states_than_full
     trained = [sum(p.numel() for p in t.model.parameters() if p.requires_grad) for t in (lora, full)]
     assert trained[0] < trained[1] / 20
     assert {p.dtype for p in lora.model.parameters()} == {torch.bfloat16}  # the adapters too
+
+
+def test_a_step_out_of_gpu_memory_reruns_checkpointed_then_halved_to_the_same_result_stand_in_oom(tmp_path, caplog):
+    """No GPU here: a stand-in raises torch's OutOfMemoryError for passes of more than one row, as a card
+    too small for the micro-batch would. The step is run again in less memory and its update is the one
+    that one-row passes give."""
+    import torch
+
+    from computerrl.policy.checkpoint import embedded_checkpoint, load_model
+    from computerrl.policy.logprobs import response_logprobs
+    from computerrl.policy.trainer import TrainConfig, Trainer
+
+    prompts = [[100 + (5 * r + j) % 700 for j in range(60 + 10 * r)] for r in range(4)]
+    answers = [[7 + r, 8, 9, 2] for r in range(4)]
+
+    def loss_of(trainer, oom: bool):
+        def loss_fn(rows):
+            if oom and len(rows) > 1:
+                raise torch.OutOfMemoryError("stand-in: CUDA out of memory")
+            lps = response_logprobs(trainer.model, [prompts[i] for i in rows], [answers[i] for i in rows])
+            return -sum(lp.sum() for lp in lps), {"rows": len(rows)}
+        return loss_fn
+
+    n_tokens = sum(map(len, answers))
+    tight = Trainer(TrainConfig(out=tmp_path / "tight", lr=1e-4, train_layers=2), {})
+    with caplog.at_level("WARNING"):
+        logs = tight.step([[0, 1, 2, 3]], n_tokens, loss_of(tight, oom=True))
+    said = caplog.text
+    assert "gradient checkpointing" in said and "split in 2" in said and "split in 4" in said
+    assert tight.cfg.gradient_checkpointing and tight.halvings == 2
+    assert logs["rows"] * n_tokens == 4  # every row counted once, the failed passes not at all
+    roomy = Trainer(TrainConfig(out=tmp_path / "roomy", lr=1e-4, train_layers=2), {})
+    roomy.step([[0], [1], [2], [3]], n_tokens, loss_of(roomy, oom=False))
+    for a, b in zip(tight.model.parameters(), roomy.model.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    start = load_model(embedded_checkpoint())
+    assert any(not torch.equal(a, b) for a, b in zip(tight.model.parameters(), start.parameters()))  # it did train
+    # the next step starts at the size that fitted: no retry
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        tight.step([[0, 1, 2, 3]], n_tokens, loss_of(tight, oom=True))
+    assert "out of GPU memory" not in caplog.text
