@@ -57,15 +57,19 @@ def load(path: Path | str) -> datasets.Dataset:
     return datasets.load_from_disk(str(path))
 
 
-def step_rows(paths: list[Path], columns: list[str]) -> list[dict]:
-    """These columns of every row of these step datasets (screenshots stay on disk), checked present."""
-    from computerrl.data.schemas import check_columns
+def step_rows(paths: list[Path], columns: list[str], *, screens: bool = False) -> list[dict]:
+    """These columns of every row of these step datasets, checked present. With `screens`, a vision
+    policy's rows bring what rebuilds their prompts: messages, step, screens, the screenshot (PNG bytes)
+    and `dataset`, the index of their path (trajectories are told apart by it, group_id and sample)."""
+    from computerrl.data.schemas import SCREENS, SCREENSHOT, check_columns
 
     rows = []
-    for path in paths:
+    for k, path in enumerate(paths):
         ds = load(path)
         check_columns(ds, columns, f"step dataset {path}")
-        rows += ds.select_columns(columns).to_list()
+        vision = screens and SCREENS in ds.column_names
+        wanted = list(dict.fromkeys(columns + (["messages", "step", SCREENS, SCREENSHOT] if vision else [])))
+        rows += [dict(r, dataset=k) if vision else r for r in ds.select_columns(wanted).to_list()]
     return rows
 
 

@@ -89,7 +89,9 @@ STEP_FEATURES = datasets.Features({
 })
 STEP_COLUMNS = list(STEP_FEATURES)
 SCREENSHOT = "screenshot"  # optional Image column of step datasets (rollout/eval --screenshots)
-STEP_WITH_SCREENSHOT_FEATURES = datasets.Features({**STEP_FEATURES, SCREENSHOT: datasets.Image()})
+SCREENS = "screens"  # with it: how many screenshots the prompt held, this step's and the steps' before (0: text only)
+STEP_WITH_SCREENSHOT_FEATURES = datasets.Features({**STEP_FEATURES, SCREENSHOT: datasets.Image(),
+                                                   SCREENS: datasets.Value("int32")})
 
 # --- SFT dataset (filter-success output, sft input) -----------------------------------------
 SFT_FEATURES = datasets.Features({
@@ -120,3 +122,4 @@ class Decision:
     logprobs: list[float] = dataclasses.field(default_factory=list)  # per response token ([] = unknown)
     entropy: float = float("nan")  # mean token entropy of the answer (nan = unknown, e.g. the expert's)
     engine: str = ""  # overrides the policy's engine_name in the row ("openai:no-token-ids")
+    screens: int = 0  # screenshots the prompt held (a vision policy): this step's and those of the steps before

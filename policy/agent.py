@@ -27,6 +27,7 @@ from computerrl.apis.parser import format_answer
 from computerrl.data.schemas import Decision
 from computerrl.policy.engines import Engine
 from computerrl.policy.prompt import Budgets, CountTokens, approx_tokens, build_messages
+from computerrl.policy.vision import with_screens
 
 EXPERT = "expert"  # policy_version and engine of reference-solution rows
 
@@ -53,12 +54,13 @@ class ExpertPolicy:
 class ModelPolicy:
     def __init__(self, engine: Engine, budgets: Budgets, *, version: str, max_batch: int = 8,
                  gather_s: float = 2.0, seed: int = 0, on_batch: Callable[[int, float], None] | None = None,
-                 background: bool = True):
+                 background: bool = True, screens: int = 2):
         """`max_batch`: chats per generate call; `gather_s`: how long a batch waits at most for the
         episodes in play that have not asked yet (one still stepping its desktop);
         `on_batch(size, seconds)`: told after every call (progress, benchmarks); `background`: a
-        thread of its own answers the chats, else whoever drives the episodes calls `serve`."""
-        self.engine, self.budgets, self.version = engine, budgets, version
+        thread of its own answers the chats, else whoever drives the episodes calls `serve`; `screens`:
+        a vision model's prompt holds this step's screenshot and those of the screens - 1 steps before."""
+        self.engine, self.budgets, self.version, self.screens = engine, budgets, version, screens
         self.max_batch, self.gather_s, self.seed, self.on_batch = max_batch, gather_s, seed, on_batch
         self.calls = 0
         self.needs_serving = not background  # the episodes' driver must call `serve`
@@ -73,6 +75,11 @@ class ModelPolicy:
     @property
     def engine_name(self) -> str:
         return self.engine.name
+
+    @property
+    def sees_screen(self) -> bool:
+        """A vision-language model: its prompts hold screenshots (the envs must send them)."""
+        return getattr(self.engine, "processor", None) is not None
 
     @contextlib.contextmanager
     def episode(self):
@@ -89,10 +96,20 @@ class ModelPolicy:
         if self._closed:
             raise RuntimeError("the policy was closed")
         messages = build_messages(instruction, observation, history, self.budgets, self.engine.count_tokens)
+        shots = self._screens(observation, history) if self.sees_screen else []
         done: Future = Future()
-        self._queue.put((messages, done))
+        self._queue.put((with_screens(messages, shots), done))
         g = done.result()
-        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy, g.engine)
+        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy, g.engine, len(shots))
+
+    def _screens(self, observation: dict, history: Sequence[tuple]) -> list:
+        """This step's screenshot and those of the steps before it that the prompt keeps (each history
+        entry is (answer, its result, the screenshot it was given on)), oldest first."""
+        earlier = min(self.screens - 1, len(history), self.budgets.history_turns)  # a turn of the chat each
+        shots = [h[2] if len(h) > 2 else None for h in history[len(history) - earlier:]] + [observation.get("screenshot")]
+        if not all(shots):
+            raise RuntimeError("a vision model's step came without its screenshot: the envs were not asked for them")
+        return shots
 
     def _gather(self) -> list:
         """The next batch: the first chat, then the others of every episode in play (chats asked outside

@@ -103,14 +103,18 @@ def load_tokenizer(folder: Path):
 
 
 def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", trainable: bool = False):
-    """A causal LM from a checkpoint folder; a LoRA adapter is loaded onto its base model."""
+    """A causal LM (or a vision-language model) from a checkpoint folder; a LoRA adapter is loaded onto its
+    base model."""
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
     from transformers.utils import logging as hf_logging
+
+    from computerrl.policy.vision import is_vision
 
     hf_logging.disable_progress_bar()  # the stages draw their own progress
     folder = Path(folder)
-    model = AutoModelForCausalLM.from_pretrained(str(base_of(folder)), dtype=getattr(torch, dtype))
+    auto = AutoModelForImageTextToText if is_vision(base_of(folder)) else AutoModelForCausalLM
+    model = auto.from_pretrained(str(base_of(folder)), dtype=getattr(torch, dtype))
     if (folder / ADAPTER_CONFIG).exists():
         from peft import PeftModel
 
@@ -135,10 +139,14 @@ def peft_quietly():
 def parameter_count(folder: Path) -> int:
     """Parameters of a checkpoint's model, counted on the meta device (no weights are read)."""
     from accelerate import init_empty_weights
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
+    from computerrl.policy.vision import is_vision
+
+    base = base_of(folder)
+    auto = AutoModelForImageTextToText if is_vision(base) else AutoModelForCausalLM
     with init_empty_weights():
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(base_of(folder))))
+        model = auto.from_config(AutoConfig.from_pretrained(str(base)))
     return sum(p.numel() for p in model.parameters())
 
 

@@ -143,9 +143,15 @@ class TransformersEngine:
         s = self.sampling
         config = generation_config(s, self.eos_id, self.pad_id)
         extra = {"cache": self._prefix_cache(head, len(prompts), width + s.max_new_tokens)} if head else {}
-        if s.temperature > 0:
-            extra["logits_processor"] = [InverseCdfSampler(s.temperature)]
+        extra.update(sampler(s))
         out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **extra)
+        return self._generations(out, prompts, width)
+
+    def _generations(self, out, prompts: list[list[int]], width: int) -> list[Generation]:
+        """The answers of a generate call whose prompts took `width` positions."""
+        import torch
+
+        s = self.sampling
         new = out.sequences[:, width:]
         logp = torch.log_softmax(torch.stack(out.logits, dim=1).float() / s.logprob_temperature, dim=-1)
         token_logp = logp.gather(-1, new.unsqueeze(-1)).squeeze(-1)
@@ -176,6 +182,11 @@ def generation_config(s: Sampling, eos_id: int, pad_id: int):
 
     return GenerationConfig(do_sample=False, max_new_tokens=s.max_new_tokens, eos_token_id=eos_id,
                             pad_token_id=pad_id, output_logits=True, return_dict_in_generate=True)
+
+
+def sampler(s: Sampling) -> dict:
+    """generate's argument that draws the tokens at temperature > 0 (greedy: none)."""
+    return {"logits_processor": [InverseCdfSampler(s.temperature)]} if s.temperature > 0 else {}
 
 
 class InverseCdfSampler:

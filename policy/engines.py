@@ -71,4 +71,10 @@ def make_engine(name: str, checkpoint, sampling: Sampling, **options) -> Engine:
         importlib.import_module(f"computerrl.policy.engine_{name}")
     if name not in ENGINES:
         raise UnknownName(f"unknown generation engine {name!r}; known: {', '.join(sorted({*ENGINES, *BUILTIN}))}")
+    from computerrl.policy.vision import is_vision
+
+    if name == "transformers" and is_vision(checkpoint):  # the processor reads the chats' screenshots too
+        from computerrl.policy.engine_vision import VisionEngine
+
+        return VisionEngine(checkpoint, sampling, **options)
     return ENGINES[name](checkpoint, sampling, **options)

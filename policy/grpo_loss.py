@@ -115,17 +115,19 @@ OWN_ENGINE = "transformers"  # rows it sampled (in float32) carry the trainer's 
 
 
 def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch_tokens: int,
-                   tis_cap: float | None, ref: str | None, dtype: str) -> dict:
+                   tis_cap: float | None, ref: str | None, dtype: str, prompts: list | None = None) -> dict:
     """What GRPO holds fixed over an update, per token of each row's response, as lists (saved for a resume):
     πold (the sampler's numbers; the trainer's, for rows another engine sampled, with the truncated importance
-    weight w when `tis_cap` is set) and πref (the checkpoint `ref`; None: β = 0, no KL)."""
+    weight w when `tis_cap` is set) and πref (the checkpoint `ref`; None: β = 0, no KL). `prompts`: the rows'
+    prompts as the model reads them (a vision model's `ScreenPrompt`s; default: their prompt_ids)."""
     import torch
 
     from computerrl.policy.checkpoint import load_model, resolve
     from computerrl.policy.logprobs import response_logprobs
     from computerrl.policy.trainer import micro_batches
 
-    prompts, answers = [r["prompt_ids"] for r in rows], [r["response_ids"] for r in rows]
+    prompts = prompts or [r["prompt_ids"] for r in rows]
+    answers = [r["response_ids"] for r in rows]
 
     def trainer_logprobs(model, idx):
         out, was_training = {}, model.training

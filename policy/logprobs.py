@@ -88,6 +88,11 @@ def _fsdp2(model) -> bool:
 def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entropy, share_prefix):
     import torch
 
+    from computerrl.policy.vision import ScreenPrompt, screen_logprobs
+
+    if any(isinstance(p, ScreenPrompt) for p in prompts):  # a vision model's rows: one pass each, with its images
+        out, entropy = zip(*(screen_logprobs(model, p, r, temperature) for p, r in zip(prompts, responses)))
+        return (list(out), list(entropy)) if with_entropy else list(out)
     decoder, head = _decoder_and_head(model)
     device = head.weight.device
     # The position predicting a row's first answer token must stay in the per-row part.

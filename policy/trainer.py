@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Callable, Sequence
@@ -24,8 +25,10 @@ from typing import Callable, Sequence
 from computerrl.data.config import MODEL, OUT, SEED, setting
 from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, load_model, load_tokenizer, peft_quietly, resolve,
                                          write_lineage)
+from computerrl.policy.vision import is_vision, load_processor
 
 STATE = "trainer_state.json"
+MEMORY_AND_BOOKKEEPING = ("device", "overwrite", "save_every", "micro_batch_tokens", "gradient_checkpointing")
 log = logging.getLogger(__name__)
 
 
@@ -47,6 +50,8 @@ class TrainConfig:
     # N > 0 also trains the final norm; with LoRA, adapters go on those N layers only
     train_layers: int = setting(0, "0 = every layer; N trains only the top N decoder layers (backward stops there: "
                                    "about 3x cheaper, how the CPU demo fine-tunes).")
+    train_vision: bool = setting(False, "A vision-language checkpoint: train its vision tower and projector too "
+                                        "(frozen by default: the language model learns).")
     gradient_checkpointing: bool = setting(False, "Recompute activations in the backward pass: less memory, about a "
                                                   "third slower.")
     device: str = setting("", "Torch device: cpu, cuda ('' = accelerate's choice).")  # "": the GPU when there is one
@@ -105,12 +110,15 @@ class Trainer:
     returns (sum of per-token losses, logs) for one micro-batch and the trainer divides by the
     tokens of the whole step, so every token weighs the same however the rows were batched."""
 
-    def __init__(self, cfg: TrainConfig, key: dict):
+    def __init__(self, cfg: TrainConfig, console=None):
+        """`console`: the stage's; it goes quiet on every process but the main one (one speaks for all)."""
         import torch
         from accelerate import Accelerator
         from accelerate.utils import set_seed
 
-        self.cfg, self.key = cfg, key
+        self.cfg = cfg
+        # a killed run resumes only into the same run: settings that change how, not what, it computes aside
+        self.key = key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in MEMORY_AND_BOOKKEEPING}
         # Tied input/output embeddings (SmolLM2, Qwen2.5) are saved once: accelerate warns about it at every save.
         logging.getLogger("accelerate.utils.other").setLevel(logging.ERROR)
         # With no GPU, accelerate puts the processes of `accelerate launch` in one gloo group only when told
@@ -127,7 +135,10 @@ class Trainer:
         self.base = base_of(source).resolve()  # what a LoRA adapter of this run sits on
         model = load_model(source, dtype=cfg.dtype, trainable=True)
         adapter = (Path(source) / ADAPTER_CONFIG).exists()  # an adapter keeps training its own weights
+        self.processor = load_processor(self.base) if is_vision(self.base) else None  # rebuilds rows' image inputs
         top = _top_layers(model, cfg.train_layers)
+        if self.processor and not cfg.train_vision and not adapter:
+            top = top or list(range(len(model.get_decoder().layers)))  # the language model's layers, all of them
         if cfg.lora_rank and not adapter:
             from peft import LoraConfig, get_peft_model
 
@@ -138,8 +149,10 @@ class Trainer:
                     # peft's default float32 adapters cast every adapted layer's input to float32 and keep it for
                     # backward: in bfloat16 LoRA then held 1.5x the activations of full fine-tuning
                     autocast_adapter_dtype=False)
-        elif top and not adapter:
+        elif cfg.train_layers and not adapter:
             _freeze_all_but(model, top)
+        elif self.processor and not cfg.train_vision and not adapter:
+            _freeze_vision(model)
         if cfg.gradient_checkpointing:
             _checkpoint(model, lora=bool(cfg.lora_rank or adapter))
         params = [p for p in model.parameters() if p.requires_grad]
@@ -153,6 +166,8 @@ class Trainer:
             self.state = json.loads((cfg.state_dir / STATE).read_text())
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.halvings = 0  # micro-batches are split in 2**halvings after running out of memory
+        if console is not None:
+            console.quiet = console.quiet or not self.is_main
 
     @property
     def updates(self) -> int:
@@ -187,9 +202,14 @@ class Trainer:
         gradients are token sums). The smaller size holds for the rest of the run."""
         import torch
 
+        start, cuda = time.perf_counter(), self.device.type == "cuda"
         while True:
             try:
-                return self._step([part for rows in micro for part in _split(rows, self.halvings)], n_tokens, loss_fn)
+                logs = self._step([part for rows in micro for part in _split(rows, self.halvings)], n_tokens, loss_fn)
+                logs["seconds"] = time.perf_counter() - start  # retries after running out of memory included
+                if cuda:  # the process's peak so far
+                    logs["peak_memory_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+                return logs
             except torch.OutOfMemoryError as error:
                 if self.accelerator.num_processes > 1:  # the other processes wait in a collective: no retry
                     raise RuntimeError(f"out of GPU memory: {_FIT_ADVICE}") from error
@@ -293,7 +313,7 @@ class Trainer:
                 for tied in getattr(model, "all_tied_weights_keys", {}):
                     weights.pop(tied, None)
             model.save_pretrained(tmp, state_dict=weights, safe_serialization=True)
-            self.tokenizer.save_pretrained(tmp)
+            (self.processor or self.tokenizer).save_pretrained(tmp)  # a vision model: its image processor too
             write_lineage(tmp, lineage)
             (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
             datasets.Dataset.from_list(self.state["log"]).save_to_disk(str(tmp / METRICS_FILE))
@@ -368,6 +388,15 @@ def _freeze_all_but(model, layers: list[int]) -> None:
         decoder.layers[i].requires_grad_(True)
     if getattr(decoder, "norm", None) is not None:
         decoder.norm.requires_grad_(True)
+
+
+def _freeze_vision(model) -> None:
+    """Only the language model trains (its embeddings and head included): the vision tower and the
+    projector into the language model keep their weights."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.get_decoder().requires_grad_(True)
+    model.get_output_embeddings().requires_grad_(True)
 
 
 def _replace(tmp: Path, dest: Path) -> None:

@@ -65,8 +65,9 @@ def run(cfg: EvalConfig, console=None) -> dict:
                                           key=cfg.key(), console=console,
                                           restart=cfg.overwrite)
     if jobs:
-        play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, stage="eval", out=cfg.out,
-                     max_steps=cfg.max_steps, screenshots=cfg.screenshots,
+        policy = cfg.open_policy()
+        play_on_envs(cfg.envs, policy, jobs, journal, stage="eval", out=cfg.out,
+                     max_steps=cfg.max_steps, screenshots=cfg.screenshots or policy.sees_screen,
                      console=console)
     summary = _write(cfg, items, playable, journal)
     shutil.rmtree(cfg.journal, ignore_errors=True)

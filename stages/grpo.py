@@ -72,7 +72,7 @@ def load_rows(paths: list[Path]) -> list[dict]:
     from computerrl.data.datasets_io import step_rows
 
     return step_rows(paths, ["task_id", "group_id", "sample", "prompt_ids", "response_ids", "behavior_logprobs",
-                             "reward", "action", "action_valid", "engine", "error"])
+                             "reward", "action", "action_valid", "engine", "error"], screens=True)
 
 
 def sampling_temperature(paths: list[Path]) -> float:
@@ -110,6 +110,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     from computerrl.policy.checkpoint import policy_version, resolve
     from computerrl.policy.grpo_loss import Clip, fixed_logprobs, group_advantages, rows_loss
     from computerrl.policy.trainer import Trainer, micro_batches, new_version, progress
+    from computerrl.policy.vision import screen_prompts
 
     console = console or Console(soft_wrap=True)
     if cfg.out.exists() and not cfg.state_dir.exists() and not cfg.overwrite:
@@ -127,20 +128,19 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     figures.update(aborted_rows=len(all_rows) - len(played), rows_without_token_ids=len(untrainable), rows=len(rows))
     temperature = cfg.temperature or sampling_temperature(cfg.rollouts)
     clip = Clip(cfg.eps_low, cfg.eps_high, cfg.beta, cfg.tis_cap)
-    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "overwrite", "save_every")}
-    trainer = Trainer(cfg, key)
-    console.quiet = console.quiet or not trainer.is_main  # one process speaks for all of them
+    trainer = Trainer(cfg, console)
     console.print(f"grpo: {len(played)} steps of {figures['groups']} groups, mean reward {figures['mean_reward']:.3f}; "
                   f"{len(skipped)} groups without spread skipped; {len(rows)} steps to train on"
                   + (f"; {len(untrainable)} rows without token ids (a server that gave none) left out" if untrainable else ""))
     if rows:
-        prompts = [r["prompt_ids"] for r in rows]
+        prompts = screen_prompts(trainer.processor, rows, all_rows) if trainer.processor else [r["prompt_ids"] for r in rows]
         answers = [r["response_ids"] for r in rows]
         fixed = trainer.state.setdefault("fixed", {})  # πold and πref per token, taken before the first update
         if "old" not in fixed:
             fixed.update(fixed_logprobs(trainer, rows, temperature, micro_batch_tokens=cfg.micro_batch_tokens,
                                         tis_cap=cfg.tis_cap if cfg.tis else None,
-                                        ref=(cfg.ref or cfg.model) if cfg.beta else None, dtype=cfg.dtype))
+                                        ref=(cfg.ref or cfg.model) if cfg.beta else None, dtype=cfg.dtype,
+                                        prompts=prompts))
             trainer.save_state()
         old = [torch.tensor(x) for x in fixed["old"]]
         weight = [torch.tensor(x) if x is not None else None for x in fixed["weight"]]

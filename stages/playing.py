@@ -35,7 +35,9 @@ class PlayConfig:
     max_batch: int = setting(8, "Answers generated per model call at most.")
     limit: int = setting(0, "Play only the first N tasks (0 = all).")
     seed: int = setting(0, SEED)  # sampling seed
-    screenshots: bool = setting(False, "Keep every step's screenshot (for `computerrl view`).")
+    screenshots: bool = setting(False, "Keep every step's screenshot (for `computerrl view`; a vision model's always).")
+    screens: int = setting(2, "A vision-language --model: the screenshots its prompt holds, this step's and those "
+                              "of the steps before it (older ones are dropped).")
     device: str = setting("cpu", DEVICE)
     llm_url: str = setting("", LLM_URL)
     apis: Path | None = setting(None, "A `build-apis` output folder: its accepted APIs join the built-in ones in the "
@@ -49,8 +51,8 @@ class PlayConfig:
 
             self.apis = Path(self.apis).resolve()
             read_modules(self.apis)  # says what is wrong with the folder before anything starts
-        if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1:
-            raise ValueError("--samples, --max-steps and --max-batch must be at least 1")
+        if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1 or self.screens < 1:
+            raise ValueError("--samples, --max-steps, --max-batch and --screens must be at least 1")
         if self.engine == "openai" and not self.llm_url:
             raise ValueError("--engine openai needs --llm-url (an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
         if self.budgets:
@@ -77,4 +79,5 @@ class PlayConfig:
             load(self.apis)
         return open_policy(self.model, engine=self.engine, temperature=self.temperature,
                            max_new_tokens=self.max_new_tokens, budgets=self.budgets, max_batch=self.max_batch,
-                           seed=self.seed, device=self.device, llm_url=self.llm_url, background=False)
+                           seed=self.seed, device=self.device, llm_url=self.llm_url, background=False,
+                           screens=self.screens)

@@ -59,8 +59,9 @@ def run(cfg: RolloutConfig, console=None) -> dict:
                                           key=cfg.key(), console=console,
                                           restart=cfg.overwrite)
     if jobs:
-        play_on_envs(cfg.envs, cfg.open_policy(), jobs, journal, stage="rollout", out=cfg.out,
-                     max_steps=cfg.max_steps, screenshots=cfg.screenshots,
+        policy = cfg.open_policy()
+        play_on_envs(cfg.envs, policy, jobs, journal, stage="rollout", out=cfg.out,
+                     max_steps=cfg.max_steps, screenshots=cfg.screenshots or policy.sees_screen,
                      iteration=cfg.iteration, console=console)
     return _assemble(cfg, playable, items, journal, console)
 

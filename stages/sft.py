@@ -81,9 +81,7 @@ def run(cfg: SFTConfig, console=None) -> dict:
     if cfg.out.exists() and not cfg.state_dir.exists() and not cfg.overwrite:
         console.print(f"{cfg.out} is already trained (--overwrite trains again)")
         return json.loads((cfg.out / "summary.json").read_text())
-    key = {k: str(v) for k, v in dataclasses.asdict(cfg).items() if k not in ("device", "overwrite", "save_every")}
-    trainer = Trainer(cfg, key)
-    console.quiet = console.quiet or not trainer.is_main  # one process speaks for all of them
+    trainer = Trainer(cfg, console)
     tok = trainer.tokenizer
     data = chats(cfg.data)
     if not data:

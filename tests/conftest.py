@@ -25,7 +25,8 @@ from computerrl.envs.fleet.pool import wait_healthy
 from computerrl.envs.service.scripted import response
 from computerrl.envs.service.server import EnvServer
 
-# `just test` runs the files on two workers (pytest-xdist, --dist loadfile: a file's module fixtures start once).
+# `just test` runs the files on two workers (pytest-xdist, --dist loadfile: a file's module fixtures start once;
+# --no-loadscope-reorder keeps this order, not files with the most tests first).
 # A worker takes the next file when it is free, so the longest ones go first and both workers end together
 # (seconds alone, measured on this 2-core machine; the rest keep their order).
 SLOWEST_FIRST = ("test_entropulse.py",  # 580

@@ -21,8 +21,12 @@ def test_the_quick_schedule_trains_and_evaluates_every_phase_and_prints_the_tabl
     from computerrl.policy.checkpoint import read_lineage
 
     out = tmp_path / "quick"
-    done = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "entropulse", "--quick", "--out", str(out)],
-                          capture_output=True, text=True, timeout=1500, env={**os.environ, "COLUMNS": "200"})
+    try:
+        done = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "entropulse", "--quick", "--out", str(out)],
+                              capture_output=True, text=True, timeout=1500, env={**os.environ, "COLUMNS": "200"})
+    finally:  # a schedule killed at the timeout leaves its detached desktops up
+        subprocess.run([sys.executable, "-m", "computerrl.cli.main", "spawn-envs", "--out", str(out / "envs"), "--stop"],
+                       capture_output=True, timeout=120)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     table = done.stdout[done.stdout.index("Entropulse schedule: success on 3 held-out tasks, seed 0"):]
     lines = [line.strip() for line in table.splitlines()]

@@ -89,6 +89,7 @@ def test_sft_lowers_its_loss_and_writes_a_checkpoint_with_lineage_and_metrics(tm
     assert len(metrics) == 4 and summary["updates"] == 4
     assert metrics["loss"][-1] < 0.7 * metrics["loss"][0]
     assert all(n > 0 for n in metrics["grad_norm"]) and all(t == metrics["tokens"][0] for t in metrics["tokens"])
+    assert all(s > 0 for s in metrics["seconds"])  # each optimizer step's wall time
     card = read_lineage(tmp_path / "ckpt")
     assert card["stage"] == "sft" and card["parent"] == "smollm2-135m-instruct"
     assert policy_version(tmp_path / "ckpt").startswith("sft:ckpt:")
@@ -199,8 +200,8 @@ def test_lora_in_bfloat16_holds_fewer_activations_and_optimizer_states_than_full
 
     from computerrl.policy.trainer import TrainConfig, Trainer
 
-    full = Trainer(TrainConfig(out=tmp_path / "full", dtype="bfloat16"), {})
-    lora = Trainer(TrainConfig(out=tmp_path / "lora", dtype="bfloat16", lora_rank=16), {})
+    full = Trainer(TrainConfig(out=tmp_path / "full", dtype="bfloat16"))
+    lora = Trainer(TrainConfig(out=tmp_path / "lora", dtype="bfloat16", lora_rank=16))
     assert saved_for_backward(lora) < saved_for_backward(full)
     trained = [sum(p.numel() for p in t.model.parameters() if p.requires_grad) for t in (lora, full)]
     assert trained[0] < trained[1] / 20
@@ -229,14 +230,14 @@ def test_a_step_out_of_gpu_memory_reruns_checkpointed_then_halved_to_the_same_re
         return loss_fn
 
     n_tokens = sum(map(len, answers))
-    tight = Trainer(TrainConfig(out=tmp_path / "tight", lr=1e-4, train_layers=2), {})
+    tight = Trainer(TrainConfig(out=tmp_path / "tight", lr=1e-4, train_layers=2))
     with caplog.at_level("WARNING"):
         logs = tight.step([[0, 1, 2, 3]], n_tokens, loss_of(tight, oom=True))
     said = caplog.text
     assert "gradient checkpointing" in said and "split in 2" in said and "split in 4" in said
     assert tight.cfg.gradient_checkpointing and tight.halvings == 2
     assert logs["rows"] * n_tokens == 4  # every row counted once, the failed passes not at all
-    roomy = Trainer(TrainConfig(out=tmp_path / "roomy", lr=1e-4, train_layers=2), {})
+    roomy = Trainer(TrainConfig(out=tmp_path / "roomy", lr=1e-4, train_layers=2))
     roomy.step([[0], [1], [2], [3]], n_tokens, loss_of(roomy, oom=False))
     for a, b in zip(tight.model.parameters(), roomy.model.parameters()):
         assert torch.allclose(a, b, atol=1e-6)

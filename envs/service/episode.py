@@ -84,8 +84,9 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
                    "engine": decision.engine or policy.engine_name, "error": ""}
             if screenshots:
                 row["screenshot"] = {"bytes": shown.get("screenshot") or None, "path": None}
+                row["screens"] = decision.screens
             out.rows.append(row)
-            history.append((decision.response, info.get("exec_result", "")))
+            history.append((decision.response, info.get("exec_result", ""), shown.get("screenshot")))
             if terminated or truncated:
                 break
     if info.get("evaluator_error"):

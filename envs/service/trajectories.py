@@ -61,9 +61,10 @@ def step_dataset(journal: Journal, items: Sequence[TaskItem], samples: int, scre
 
     from computerrl.data.schemas import STEP_FEATURES, STEP_WITH_SCREENSHOT_FEATURES
 
-    features = STEP_WITH_SCREENSHOT_FEATURES if screenshots else STEP_FEATURES
     trajectories = [journal.get(trajectory_name(t.task_id, s)) for t in items for s in range(samples)]
     rows = [with_screenshots(r) for t in trajectories for r in t["rows"]]
+    # a vision model's rows carry their screenshots whether or not --screenshots asked for them
+    features = STEP_WITH_SCREENSHOT_FEATURES if screenshots or any("screenshot" in r for r in rows) else STEP_FEATURES
     ds = datasets.Dataset.from_list(rows, features=features) if rows else \
         datasets.Dataset.from_dict({k: [] for k in features}, features=features)
     return trajectories, ds
