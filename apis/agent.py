@@ -13,6 +13,9 @@ from computerrl.apis.registry import Len, Range, Round, register_api
 Pixel = Annotated[int, Round(), Range(0, None)]
 Point = Annotated[list[Pixel], Len(2, 2)]  # [x, y] screen coordinates
 Key = Annotated[str, Len(1, None)]
+# The arguments of Agent's functions that are screen points (a vision model's frame is mapped onto them)
+POINTS = {"click": ("coordinates",), "type": ("coordinates",), "scroll": ("coordinates",),
+          "drag_and_drop": ("drag_from_coordinates", "drop_on_coordinates")}
 # Typing runs at a few ms per key; longer text belongs in an application API (or several steps).
 MAX_TYPED_CHARS = 2000
 
@@ -67,3 +70,16 @@ class Agent:
     @staticmethod
     def exit(success: bool) -> None:
         """End the task, saying whether it was completed."""
+
+
+def on_screen(action, frame: tuple[int, int], screen: tuple[int, int]):
+    """`action` (a parsed, checked `Action`) with its points moved from a frame of size `frame` (a vision
+    model's coordinates: a 0-1000 grid, or pixels of its resized screenshot) onto the screen, clamped to it."""
+    import dataclasses
+
+    names = POINTS.get(action.name, ()) if action.api == "Agent" else ()
+    args = dict(action.args)
+    for name in names:
+        if args.get(name) is not None:
+            args[name] = [min(size - 1, round(v * size / f)) for v, size, f in zip(args[name], screen, frame)]
+    return dataclasses.replace(action, args=args)

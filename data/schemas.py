@@ -103,6 +103,8 @@ SFT_FEATURES = datasets.Features({
     "policy_version": datasets.Value("string"),  # who answered (a checkpoint, or "expert")
 })
 SFT_COLUMNS = list(SFT_FEATURES)
+SCREENSHOTS = "screenshots"  # with it: the screenshots a vision policy's prompt held, oldest first
+SFT_WITH_SCREENSHOTS_FEATURES = datasets.Features({**SFT_FEATURES, SCREENSHOTS: datasets.Sequence(datasets.Image())})
 
 # --- training metrics (grpo / sft output, beside the checkpoint) -----------------------------
 # One row per optimizer step; a stage's own figures (loss, entropy, kl, clip fractions, reward, …)
@@ -123,3 +125,4 @@ class Decision:
     entropy: float = float("nan")  # mean token entropy of the answer (nan = unknown, e.g. the expert's)
     engine: str = ""  # overrides the policy's engine_name in the row ("openai:no-token-ids")
     screens: int = 0  # screenshots the prompt held (a vision policy): this step's and those of the steps before
+    frame: tuple[int, int] | None = None  # the frame of the answer's coordinates (a vision policy's), else the screen

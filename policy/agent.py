@@ -30,6 +30,10 @@ from computerrl.policy.prompt import Budgets, CountTokens, approx_tokens, build_
 from computerrl.policy.vision import with_screens
 
 EXPERT = "expert"  # policy_version and engine of reference-solution rows
+# A vision model's coordinate frames: a 0-1000 grid over the screenshot (Qwen2-VL, UI-TARS, ComputerRL's
+# vision agent answer so; the env maps it onto the screen), or screen pixels as the accessibility tree gives them.
+FRAMES = {"grid": (1000, 1000), "screen": None}
+GRID_NOTE = "\n\n* Coordinates: [x, y] on a 0-1000 grid over the screenshot ([0, 0] its top left, [1000, 1000] its bottom right)"
 
 
 class ExpertPolicy:
@@ -54,13 +58,17 @@ class ExpertPolicy:
 class ModelPolicy:
     def __init__(self, engine: Engine, budgets: Budgets, *, version: str, max_batch: int = 8,
                  gather_s: float = 2.0, seed: int = 0, on_batch: Callable[[int, float], None] | None = None,
-                 background: bool = True, screens: int = 2):
+                 background: bool = True, screens: int = 2, coordinates: str = "grid"):
         """`max_batch`: chats per generate call; `gather_s`: how long a batch waits at most for the
         episodes in play that have not asked yet (one still stepping its desktop);
         `on_batch(size, seconds)`: told after every call (progress, benchmarks); `background`: a
         thread of its own answers the chats, else whoever drives the episodes calls `serve`; `screens`:
-        a vision model's prompt holds this step's screenshot and those of the screens - 1 steps before."""
+        a vision model's prompt holds this step's screenshot and those of the screens - 1 steps before;
+        `coordinates`: a vision model's points, on a 0-1000 grid over the screenshot or in screen pixels."""
+        if coordinates not in FRAMES:
+            raise ValueError(f"coordinates={coordinates!r}: expected one of {', '.join(FRAMES)}")
         self.engine, self.budgets, self.version, self.screens = engine, budgets, version, screens
+        self.frame = FRAMES[coordinates] if self.sees_screen else None
         self.max_batch, self.gather_s, self.seed, self.on_batch = max_batch, gather_s, seed, on_batch
         self.calls = 0
         self.needs_serving = not background  # the episodes' driver must call `serve`
@@ -97,10 +105,13 @@ class ModelPolicy:
             raise RuntimeError("the policy was closed")
         messages = build_messages(instruction, observation, history, self.budgets, self.engine.count_tokens)
         shots = self._screens(observation, history) if self.sees_screen else []
+        if self.frame:
+            messages[-1]["content"] += GRID_NOTE
         done: Future = Future()
         self._queue.put((with_screens(messages, shots), done))
         g = done.result()
-        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy, g.engine, len(shots))
+        return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy, g.engine, len(shots),
+                        self.frame)
 
     def _screens(self, observation: dict, history: Sequence[tuple]) -> list:
         """This step's screenshot and those of the steps before it that the prompt keeps (each history

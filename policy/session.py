@@ -12,7 +12,7 @@ from computerrl.policy.prompt import BUDGETS, budgets_for
 
 def open_policy(model: str, *, engine: str = "transformers", temperature: float = 1.0, max_new_tokens: int = 96,
                 budgets: str = "", max_batch: int = 8, seed: int = 0, device: str = "cpu",
-                llm_url: str = "", background: bool = True, screens: int = 2) -> ModelPolicy:
+                llm_url: str = "", background: bool = True, screens: int = 2, coordinates: str = "grid") -> ModelPolicy:
     """`device`: the transformers engine's torch device; `llm_url`: the openai engine's server(s),
     comma-separated (its API key, if any, from $OPENAI_API_KEY); `background`: see `ModelPolicy`."""
     folder = resolve(model)
@@ -20,7 +20,7 @@ def open_policy(model: str, *, engine: str = "transformers", temperature: float 
     eng = open_engine(folder, engine=engine, temperature=temperature, max_new_tokens=max_new_tokens, device=device,
                       llm_url=llm_url)
     return ModelPolicy(eng, chosen, version=policy_version(folder), max_batch=max_batch, seed=seed,
-                       background=background, screens=screens)
+                       background=background, screens=screens, coordinates=coordinates)
 
 
 def open_engine(folder, *, engine: str, temperature: float, max_new_tokens: int, device: str, llm_url: str):

@@ -128,15 +128,15 @@ class ScreenPrompt(list):
         self.inputs = inputs
 
 
-def screen_prompt(processor, chat: Sequence[dict], prompt_ids: Sequence[int]) -> ScreenPrompt:
-    """`chat`'s model inputs, checked to be `prompt_ids`: the tokens the engine read.
+def screen_prompt(processor, chat: Sequence[dict], prompt_ids: Sequence[int] | None = None) -> ScreenPrompt:
+    """`chat`'s model inputs, checked to be `prompt_ids` (when given): the tokens the engine read.
 
     Raises where they differ (an image resized otherwise, a template changed): a row is never trained on
     other tokens than it was sampled from."""
     inputs = model_inputs(processor, [chat])
     ids = inputs.pop("input_ids")[0].tolist()
     inputs.pop("attention_mask", None)
-    if ids != list(prompt_ids):
+    if prompt_ids is not None and ids != list(prompt_ids):
         raise ValueError(f"the prompt rebuilt from the row's chat and screenshots ({len(ids)} tokens) is not the "
                          f"one the engine read ({len(prompt_ids)} tokens): was the checkpoint's processor changed?")
     return ScreenPrompt(ids, dict(inputs))

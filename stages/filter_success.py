@@ -48,17 +48,20 @@ def run(cfg: FilterSuccessConfig, console=None) -> dict:
     from rich.console import Console
 
     from computerrl.data.datasets_io import lineage, load, save_atomic
-    from computerrl.data.schemas import SFT_FEATURES, check_columns
+    from computerrl.data.schemas import SCREENS, SCREENSHOT, SCREENSHOTS, SFT_FEATURES, SFT_WITH_SCREENSHOTS_FEATURES, \
+        check_columns
 
     console = console or Console(soft_wrap=True)
     needed = ["task_id", "domain", "group_id", "sample", "step", "messages", "response", "action_valid", "success",
               "error", "policy_version"]
     trajectories: dict[tuple, list[dict]] = defaultdict(list)
-    n_rows = 0
+    n_rows, vision = 0, False
     for k, path in enumerate(cfg.rollouts):
         ds = load(path)
         check_columns(ds, needed, f"step dataset {path}")
-        ds = ds.select_columns(needed)
+        seen_screens = SCREENS in ds.column_names and any(ds[SCREENS])  # a vision policy's rows
+        vision = vision or seen_screens
+        ds = ds.select_columns(needed + ([SCREENS, SCREENSHOT] if seen_screens else []))
         n_rows += len(ds)
         for row in ds:
             trajectories[(k, row["group_id"], row["sample"])].append(row)
@@ -83,10 +86,13 @@ def run(cfg: FilterSuccessConfig, console=None) -> dict:
         for steps in chosen:
             rows += [{"task_id": r["task_id"], "domain": r["domain"], "trajectory": f"{r['group_id']}/{r['sample']}",
                       "step": r["step"], "policy_version": r["policy_version"],
-                      "messages": [*r["messages"], {"role": "assistant", "content": r["response"]}]}
+                      "messages": [*r["messages"], {"role": "assistant", "content": r["response"]}],
+                      **({SCREENSHOTS: [s[SCREENSHOT] for s in steps[r["step"] + 1 - (r.get(SCREENS) or 0):r["step"] + 1]]}
+                         if vision else {})}
                      for r in steps if r["action_valid"]]
-    out = datasets.Dataset.from_list(rows, features=SFT_FEATURES) if rows else \
-        datasets.Dataset.from_dict({c: [] for c in SFT_FEATURES}, features=SFT_FEATURES)
+    features = SFT_WITH_SCREENSHOTS_FEATURES if vision else SFT_FEATURES
+    out = datasets.Dataset.from_list(rows, features=features) if rows else \
+        datasets.Dataset.from_dict({c: [] for c in features}, features=features)
     n_successes = sum(1 for t in trajectories.values() if t[0]["success"] and not t[0]["error"])
     summary = {"step_rows_read": n_rows, "trajectories_read": len(trajectories), "successful": n_successes,
                "tasks_with_success": len(kept_by_task), "trajectories_kept": n_kept,

@@ -38,6 +38,8 @@ class PlayConfig:
     screenshots: bool = setting(False, "Keep every step's screenshot (for `computerrl view`; a vision model's always).")
     screens: int = setting(2, "A vision-language --model: the screenshots its prompt holds, this step's and those "
                               "of the steps before it (older ones are dropped).")
+    coordinates: str = setting("grid", "A vision-language --model's points: grid (0-1000 over the screenshot, as "
+                                       "Qwen2-VL and UI-TARS answer) or screen (pixels).")
     device: str = setting("cpu", DEVICE)
     llm_url: str = setting("", LLM_URL)
     apis: Path | None = setting(None, "A `build-apis` output folder: its accepted APIs join the built-in ones in the "
@@ -80,4 +82,4 @@ class PlayConfig:
         return open_policy(self.model, engine=self.engine, temperature=self.temperature,
                            max_new_tokens=self.max_new_tokens, budgets=self.budgets, max_batch=self.max_batch,
                            seed=self.seed, device=self.device, llm_url=self.llm_url, background=False,
-                           screens=self.screens)
+                           screens=self.screens, coordinates=self.coordinates)

@@ -47,23 +47,28 @@ class SFTConfig(TrainConfig):
             raise ValueError("--epochs and --batch-rows must be at least 1")
 
 
-def chats(paths: list[Path]) -> list[list[dict[str, str]]]:
-    """Every row of the datasets as a chat ending in the assistant's answer."""
+def chats(paths: list[Path]) -> list[list[dict]]:
+    """Every row of the datasets as a chat ending in the assistant's answer (a vision policy's rows with
+    the screenshots their prompt held, `vision.with_screens`)."""
     from computerrl.data.datasets_io import load
-    from computerrl.data.schemas import check_columns
+    from computerrl.data.schemas import SCREENSHOTS, check_columns
+    from computerrl.policy.vision import with_screens
 
     out = []
     for path in paths:
         ds = load(path)
         check_columns(ds, ["messages"], f"SFT data {path}")
         with_response = "response" in ds.column_names
-        for row in ds.select_columns(["messages", *(["response"] if with_response else [])]):
+        screens = [SCREENSHOTS] if SCREENSHOTS in ds.column_names else []
+        for row in ds.select_columns(["messages", *(["response"] if with_response else []), *screens]):
             chat = list(row["messages"])
             if chat and chat[-1]["role"] != "assistant":
                 if not with_response:
                     raise ValueError(f"{path}: a row's messages end with {chat[-1]['role']!r} and it has no "
                                      "'response' column: nothing to train on")
                 chat.append({"role": "assistant", "content": row["response"]})
+            if screens and row[SCREENSHOTS]:
+                chat = with_screens(chat[:-1], row[SCREENSHOTS]) + chat[-1:]
             out.append(chat)
     return out
 
@@ -76,6 +81,7 @@ def run(cfg: SFTConfig, console=None) -> dict:
     from computerrl.policy.checkpoint import policy_version, resolve
     from computerrl.policy.logprobs import answer_ids, chat_prompt_ids, response_logprobs
     from computerrl.policy.trainer import Trainer, micro_batches, new_version, progress
+    from computerrl.policy.vision import screen_prompt
 
     console = console or Console(soft_wrap=True)
     if cfg.out.exists() and not cfg.state_dir.exists() and not cfg.overwrite:
@@ -86,7 +92,12 @@ def run(cfg: SFTConfig, console=None) -> dict:
     data = chats(cfg.data)
     if not data:
         raise ValueError(f"no rows in {', '.join(map(str, cfg.data))}: nothing to train on")
-    prompts = [chat_prompt_ids(tok, c[:-1]) for c in data]
+    if trainer.processor:  # a vision model: the prompts with their screenshots, as rollout built them
+        prompts = [screen_prompt(trainer.processor, c[:-1]) for c in data]
+    elif any(not isinstance(m["content"], str) for c in data for m in c):
+        raise ValueError(f"{', '.join(map(str, cfg.data))} holds screenshots: train a vision-language --model on it")
+    else:
+        prompts = [chat_prompt_ids(tok, c[:-1]) for c in data]
     answers = [answer_ids(tok, c[-1]["content"]) for c in data]
     per_epoch = math.ceil(len(data) / cfg.batch_rows)
     total = per_epoch * cfg.epochs

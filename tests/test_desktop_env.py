@@ -70,6 +70,21 @@ def test_click_drag_and_scroll_in_calc(env, server):
     assert wait_until(lambda: controller.getFirstVisibleRow() > 0)
 
 
+def test_a_vision_models_click_on_a_0_1000_grid_lands_where_it_says(env, server):
+    """A vision model answers in its own frame (a 0-1000 grid over the screenshot): the env maps the
+    parsed point onto the screen, and the click selects the cell the model pointed at."""
+    env.reset()
+    act(env, "Agent.open_app('calc')")
+    current_doc(server).Sheets.getByIndex(0).getCellRangeByName("F12").String = "target"
+    obs, _ = act(env, "Agent.wait()")
+    x, y = node_center(obs["a11y_tree"], "target")
+    grid = [round(x * 1000 / 1920), round(y * 1000 / 1080)]
+    _, _, _, _, info = env.step(response(f"Agent.click({grid})"), frame=(1000, 1000))
+    assert current_doc(server).CurrentSelection.AbsoluteName.endswith("$F$12")
+    clicked = info["action"]["args"]["coordinates"]  # the row's action: where it clicked on the screen
+    assert abs(clicked[0] - x) <= 1 and abs(clicked[1] - y) <= 1
+
+
 def test_type_overwrite_and_hotkey_in_writer(env, server):
     env.reset()
     act(env, "Agent.open_app('writer')")

@@ -102,40 +102,84 @@ def desktop(tmp_path_factory):
         yield root
 
 
-@pytest.mark.desktop
-def test_a_vision_rollout_in_a_real_desktop_keeps_the_last_screenshots_and_grpo_trains_on_them(models, desktop, tmp_path):
-    """Three steps a play, --screens 2: the prompts hold 1, 2, 2 screenshots, each row stores its own once,
-    and grpo retrains on the rows with their prompts rebuilt from them, the vision tower frozen."""
-    from safetensors.torch import load_file
+@pytest.fixture(scope="module")
+def played(models, desktop, tmp_path_factory):
+    """A vision rollout on a real desktop: 2 plays of 3 steps, --screens 2, made-up rewards beside it (the random
+    model never succeeds: sample 0 is called a success of valid actions, sample 1 a failure) for grpo and
+    filter-success."""
+    from computerrl.stages.rollout import RolloutConfig, run
 
-    from computerrl.stages.grpo import GRPOConfig
-    from computerrl.stages.grpo import run as grpo
-    from computerrl.stages.rollout import RolloutConfig
-    from computerrl.stages.rollout import run as rollout
-
-    out = tmp_path / "rollout"
-    summary = rollout(RolloutConfig(tasks=desktop / "tasks", envs=desktop / "envs", model=str(models["qwen"]),
-                                    samples=2, max_steps=3, max_new_tokens=16, temperature=1.0, screens=2, out=out))
+    root = tmp_path_factory.mktemp("vision-played")
+    summary = run(RolloutConfig(tasks=desktop / "tasks", envs=desktop / "envs", model=str(models["qwen"]), samples=2,
+                                max_steps=3, max_new_tokens=16, temperature=1.0, screens=2, out=root / "rollout"))
     assert summary["trajectories"] == 2
-    ds = load(out)
-    rows = ds.to_list()
+    ds = load(root / "rollout")
+    relabelled = save_atomic(ds.map(lambda r: {"reward": float(r["sample"] == 0), "success": r["sample"] == 0,
+                                               "action_valid": r["sample"] == 0}), root / "relabelled")
+    (relabelled / "lineage.json").write_text((root / "rollout" / "lineage.json").read_text())
+    return root
+
+
+@pytest.mark.desktop
+def test_a_vision_rollout_holds_the_last_screenshots_once_each_in_the_grid_frame(models, played):
+    """Three steps a play, --screens 2: the prompts hold 1, 2, 2 screenshots (the image tokens count them),
+    each row stores its own once, and the model was told its coordinate frame."""
+    rows = load(played / "rollout").to_list()
     starts = json.loads((models["qwen"] / "config.json").read_text())["vision_start_token_id"]
+    assert sorted(r["step"] for r in rows) == [0, 0, 1, 1, 2, 2]
     for r in rows:
         assert r["screens"] == min(r["step"] + 1, 2)
         assert r["prompt_ids"].count(starts) == r["screens"]  # exactly the last N screenshots reached the model
         assert r["screenshot"]["bytes"][:8] == b"\x89PNG\r\n\x1a\n"
-    print(f"bytes per step: {sum(len(r['screenshot']['bytes']) for r in rows) / len(rows):.0f} (PNG)")
+        assert "0-1000 grid" in r["messages"][-1]["content"]
+    print(f"screenshot bytes per step: {sum(len(r['screenshot']['bytes']) for r in rows) / len(rows):.0f} (PNG)")
 
-    # made-up rewards (the random model never succeeds): sample 0 wins, sample 1 loses
-    relabelled = save_atomic(ds.map(lambda r: {"reward": float(r["sample"] == 0), "success": r["sample"] == 0}),
-                             tmp_path / "relabelled")
-    (relabelled / "lineage.json").write_text((out / "lineage.json").read_text())
+
+@pytest.mark.desktop
+def test_grpo_trains_a_vision_model_on_its_rows_with_the_vision_tower_frozen(models, played, tmp_path):
+    from safetensors.torch import load_file
+
+    from computerrl.stages.grpo import GRPOConfig, run
+
     policy = tmp_path / "policy"
-    result = grpo(GRPOConfig(rollouts=[relabelled], model=str(models["qwen"]), out=policy, epochs=1, lr=1e-3))
-    assert result["rows"] == len(rows) and abs(result["last"]["ratio"] - 1) < 1e-4  # πθ = πold on the first pass
+    result = run(GRPOConfig(rollouts=[played / "relabelled"], model=str(models["qwen"]), out=policy, epochs=1, lr=1e-3))
+    assert result["rows"] == 6 and abs(result["last"]["ratio"] - 1) < 1e-4  # πθ = πold on the first pass
     before, after = load_file(models["qwen"] / "model.safetensors"), load_file(policy / "model.safetensors")
     vision = [k for k in before if k.startswith("visual.")]  # Qwen's checkpoint layout: the rest is the language model
     assert vision and all(torch.equal(before[k], after[k]) for k in vision)
     assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith("model.layers."))
     again = make_engine("transformers", policy, Sampling(0.0, 4))  # the trained checkpoint plays as a vision model
-    assert again.generate([with_screens(CHAT, [png(9)])], seed=0)[0].prompt_ids.count(starts) == 1
+    assert again.generate([with_screens(CHAT, [png(9)])], seed=0)[0].prompt_ids.count(
+        again.model.config.vision_start_token_id) == 1
+
+
+@pytest.mark.desktop
+def test_filter_success_keeps_the_screenshots_and_sft_trains_on_them(models, played, tmp_path):
+    from computerrl.stages.filter_success import FilterSuccessConfig
+    from computerrl.stages.filter_success import run as keep
+    from computerrl.stages.sft import SFTConfig, run
+
+    kept = keep(FilterSuccessConfig(rollouts=[played / "relabelled"], out=tmp_path / "successes", k=1))
+    rows = load(tmp_path / "successes").to_list()
+    assert kept["rows"] == len(rows) and rows
+    steps = {r["step"]: r for r in load(played / "relabelled").to_list() if r["sample"] == 0}
+    for r in rows:
+        assert len(r["screenshots"]) == steps[r["step"]]["screens"]
+    summary = run(SFTConfig(data=[tmp_path / "successes"], model=str(models["qwen"]), out=tmp_path / "sft", epochs=2,
+                            lr=1e-3, batch_rows=len(rows)))
+    metrics = load(tmp_path / "sft" / "metrics")
+    assert summary["updates"] == 2 and metrics["loss"][1] < metrics["loss"][0]
+    with pytest.raises(ValueError, match="holds screenshots"):
+        run(SFTConfig(data=[tmp_path / "successes"], out=tmp_path / "text-sft", epochs=1))
+
+
+@pytest.mark.desktop
+def test_eval_plays_a_vision_model(models, desktop, tmp_path):
+    from computerrl.stages.eval import EvalConfig, run
+
+    summary = run(EvalConfig(tasks=desktop / "tasks", envs=desktop / "envs", model=str(models["smolvlm"]),
+                             max_steps=1, max_new_tokens=12, out=tmp_path / "eval"))
+    assert summary["overall"]["tasks"] == 1
+    steps = load(tmp_path / "eval" / "steps").to_list()
+    assert [s["screens"] for s in steps] == [1] and steps[0]["prompt_ids"].count(
+        json.loads((models["smolvlm"] / "config.json").read_text())["image_token_id"]) == 16

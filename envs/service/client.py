@@ -55,10 +55,13 @@ class EnvClient:
         return self._call("Reset", env_pb2.ResetRequest(desktop=desktop, task_json=json.dumps(task) if task else "",
                                                         seed=seed, screenshot=screenshot, task_dir=task_dir))
 
-    def step(self, action: str, episode: int, desktop: int = 0, *, screenshot: bool = False):
-        """`episode`: the id Reset returned (`observation.episode`)."""
+    def step(self, action: str, episode: int, desktop: int = 0, *, screenshot: bool = False,
+             frame: tuple[int, int] | None = None):
+        """`episode`: the id Reset returned (`observation.episode`); `frame`: the size of the frame the
+        action's coordinates are in (None: screen pixels)."""
+        width, height = frame or (0, 0)
         return self._call("Step", env_pb2.StepRequest(desktop=desktop, action=action, screenshot=screenshot,
-                                                      episode=episode))
+                                                      episode=episode, frame_width=width, frame_height=height))
 
     def evaluate(self, episode: int, desktop: int = 0):
         return self._call("Evaluate", env_pb2.EvaluateRequest(desktop=desktop, episode=episode))
@@ -123,10 +126,11 @@ class DesktopEnv:
         return self._last_obs, {"task_id": (task or {}).get("id", ""), "episode": self.episode,
                                 "setup_notes": list(obs.setup_notes)}
 
-    def step(self, action: str) -> tuple[dict, float, bool, bool, dict]:
+    def step(self, action: str, frame: tuple[int, int] | None = None) -> tuple[dict, float, bool, bool, dict]:
+        """`frame`: the size of the frame the action's coordinates are in (a vision model's), else screen pixels."""
         self.steps += 1
         try:
-            r = self.client.step(action, self.episode, self.desktop, screenshot=self.screenshot)
+            r = self.client.step(action, self.episode, self.desktop, screenshot=self.screenshot, frame=frame)
             truncated = not r.done and self.steps >= self.max_steps
             score = self.client.evaluate(self.episode, self.desktop) if r.done or truncated else None
         except EnvLost as e:

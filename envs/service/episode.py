@@ -68,7 +68,7 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
         for step in range(env.max_steps):
             decision = policy.act(instruction, obs, history)
             shown = obs
-            obs, _, terminated, truncated, info = env.step(decision.response)
+            obs, _, terminated, truncated, info = env.step(decision.response, *[decision.frame] if decision.frame else [])
             if info.get("aborted"):
                 return _aborted(out, f"desktop lost at step {step}: {info['aborted']}", t0)
             row = {"task_id": task_id, "domain": domain, "group_id": group_id, "sample": sample, "step": step,

@@ -41,6 +41,7 @@ import grpc
 
 from computerrl.apis import generated
 from computerrl.apis.app_api import ApiError
+from computerrl.apis.agent import on_screen
 from computerrl.apis.parser import InvalidAction, parse_action
 from computerrl.envs.desktop.actions import ActionError, GuiActions
 from computerrl.envs.desktop.cgroup import Cgroup
@@ -284,6 +285,9 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 return self._broken_step(slot)
             self._in_episode(slot, request.episode, context)
             action = parse_action(request.action)
+            if request.frame_width and request.frame_height and not isinstance(action, InvalidAction):
+                action = on_screen(action, (request.frame_width, request.frame_height),
+                                   (slot.desktop.width, slot.desktop.height))
             done = exit_success = False
             if isinstance(action, InvalidAction):
                 result = action.message  # nothing runs
