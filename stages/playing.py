@@ -55,6 +55,8 @@ class PlayConfig:
             read_modules(self.apis)  # says what is wrong with the folder before anything starts
         if self.samples < 1 or self.max_steps < 1 or self.max_batch < 1 or self.screens < 1:
             raise ValueError("--samples, --max-steps, --max-batch and --screens must be at least 1")
+        if self.coordinates not in ("grid", "screen"):
+            raise ValueError(f"--coordinates {self.coordinates!r}: expected grid or screen")
         if self.engine == "openai" and not self.llm_url:
             raise ValueError("--engine openai needs --llm-url (an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1)")
         if self.budgets:

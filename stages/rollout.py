@@ -77,11 +77,18 @@ def _assemble(cfg: RolloutConfig, playable: list[TaskItem], items: list[TaskItem
     summary = {"tasks": len(playable), "trajectories": len(trajectories), "steps": len(ds),
                "success": sum(t["success"] for t in trajectories), "aborted": sum(bool(t["error"]) for t in trajectories),
                "skipped": {i.task_id: i.skip for i in items if i.skip}}
+    if "screenshot" in ds.column_names and len(ds):  # what storing the screenshots costs (PNG, once a step)
+        import datasets
+
+        shots = ds.cast_column("screenshot", datasets.Image(decode=False))["screenshot"]
+        summary["screenshot_bytes_per_step"] = sum(len(s["bytes"] or b"") for s in shots if s) / len(ds)
     card = lineage("rollout", cfg, {"tasks": str(cfg.tasks), "envs": str(cfg.envs), "model": cfg.model})
     path = save_atomic(ds, cfg.out, lineage=card)
     (path / "summary.json").write_text(json.dumps(summary, indent=2))
     shutil.rmtree(cfg.journal, ignore_errors=True)  # the output is whole: nothing to resume
     console.print(f"wrote {cfg.out}: {summary['trajectories']} trajectories, {summary['steps']} steps, "
-                  f"success {summary['success']}, aborted {summary['aborted']}, skipped tasks {len(summary['skipped'])}")
+                  f"success {summary['success']}, aborted {summary['aborted']}, skipped tasks {len(summary['skipped'])}"
+                  + (f", screenshots {summary['screenshot_bytes_per_step'] / 1e3:.0f} kB a step"
+                     if "screenshot_bytes_per_step" in summary else ""))
     return summary
 

@@ -62,6 +62,8 @@ class Schedule:
     max_steps: int = 4  # steps per trajectory (rollout and eval)
     max_new_tokens: int = 48  # answer cap
     budgets: str = "tiny"  # prompt budgets (policy.prompt.BUDGETS; "" = by the model's size)
+    screens: int = 2  # a vision-language model: screenshots a prompt holds (this step's and those before it)
+    coordinates: str = "grid"  # a vision-language model's points: grid (0-1000 over the screenshot) or screen
     # training
     launcher: str = ""  # "" = training in this process; else the command that launches it (accelerate launch …)
     dtype: str = "float32"  # training dtype
@@ -103,8 +105,8 @@ def preset_names() -> list[str]:
 
 
 def load_config(path: Path) -> dict[str, Any]:
-    """A settings file (YAML: KEY: VALUE for any of Schedule's fields), checked against the fields'
-    types; ValueError names the file and the key."""
+    """A settings file (YAML: KEY: VALUE for any of Schedule's fields; `extends: PRESET` starts from a
+    preset's), checked against the fields' types; ValueError names the file and the key."""
     import yaml
 
     try:
@@ -113,11 +115,14 @@ def load_config(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: {e}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected KEY: VALUE lines, got {type(data).__name__}")
+    base = data.pop("extends", None)
+    if base is not None and (base not in preset_names() or PRESETS / f"{base}.yaml" == Path(path)):
+        raise ValueError(f"{path}: extends {base!r}: expected another preset, one of {', '.join(preset_names())}")
     for key, value in data.items():
         if key not in FIELDS:
             raise ValueError(f"{path}: unknown setting {key!r}; known: {', '.join(FIELDS)}")
         data[key] = typed(key, value, f"{path}: ")
-    return data
+    return (load_config(PRESETS / f"{base}.yaml") if base else {}) | data
 
 
 def schedule(preset: str = "demo", config: Path | None = None, assignments: list[str] = ()) -> Schedule:
@@ -232,7 +237,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     if step("spawn-envs", out=envs, count=s.envs, backend=s.backend, cache=tasks / "files", detach=True):
         raise RuntimeError(f"the desktops did not start; see {envs}")
     playing = dict(envs=envs, max_steps=s.max_steps, max_new_tokens=s.max_new_tokens, budgets=s.budgets,
-                   engine=s.engine, seed=seed)
+                   engine=s.engine, seed=seed, screens=s.screens, coordinates=s.coordinates)
     training = dict(train_layers=s.train_layers, dtype=s.dtype, gradient_checkpointing=s.gradient_checkpointing)
     phases: list[dict] = []
 

@@ -1,5 +1,5 @@
 """A policy that sees the screen, for real: vision-language checkpoints of the two families computer-use
-agents build on (tests/vision_models.py: Qwen2.5-VL tiny and random; Idefics3 whose language model is the
+agents build on (bench/vision_models.py: Qwen2.5-VL tiny and random; Idefics3 whose language model is the
 embedded SmolLM2 with its weights), reading real screenshots of real desktops through rollout and grpo."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import json
 import pytest
 import torch
 
+from computerrl.bench.vision_models import qwen_vl, smolvlm
 from computerrl.data.datasets_io import load, save_atomic
 from computerrl.policy.engines import Sampling, make_engine
 from computerrl.policy.logprobs import response_logprobs
 from computerrl.policy.vision import screen_prompt, with_screens
 from conftest import generated_desktops
-from vision_models import qwen_vl, smolvlm
 
 CHAT = [{"role": "system", "content": "You operate a computer. Answer with one line of Python."},
         {"role": "user", "content": "(an earlier step)"}, {"role": "assistant", "content": "Agent.wait()"},
@@ -112,7 +112,7 @@ def played(models, desktop, tmp_path_factory):
     root = tmp_path_factory.mktemp("vision-played")
     summary = run(RolloutConfig(tasks=desktop / "tasks", envs=desktop / "envs", model=str(models["qwen"]), samples=2,
                                 max_steps=3, max_new_tokens=16, temperature=1.0, screens=2, out=root / "rollout"))
-    assert summary["trajectories"] == 2
+    assert summary["trajectories"] == 2 and summary["screenshot_bytes_per_step"] > 1e4  # a PNG of the screen
     ds = load(root / "rollout")
     relabelled = save_atomic(ds.map(lambda r: {"reward": float(r["sample"] == 0), "success": r["sample"] == 0,
                                                "action_valid": r["sample"] == 0}), root / "relabelled")
@@ -132,7 +132,6 @@ def test_a_vision_rollout_holds_the_last_screenshots_once_each_in_the_grid_frame
         assert r["prompt_ids"].count(starts) == r["screens"]  # exactly the last N screenshots reached the model
         assert r["screenshot"]["bytes"][:8] == b"\x89PNG\r\n\x1a\n"
         assert "0-1000 grid" in r["messages"][-1]["content"]
-    print(f"screenshot bytes per step: {sum(len(r['screenshot']['bytes']) for r in rows) / len(rows):.0f} (PNG)")
 
 
 @pytest.mark.desktop

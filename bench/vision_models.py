@@ -1,5 +1,6 @@
-"""Vision-language checkpoints for the tests, built from configs with random vision towers (no trained
-vision model can be had on this machine): the two families computer-use agents build on.
+"""Vision-language checkpoints for the tests and the vision benchmark, built from configs with random
+vision towers (no trained vision model can be had on this machine): the two families computer-use agents
+build on.
 
 - `qwen_vl`: Qwen2.5-VL's architecture (UI-TARS, OpenCUA, EvoCUA build on it), a 2-layer text model of
   hidden size 64, the embedded tokenizer with Qwen's four vision tokens, Qwen's own chat template.
