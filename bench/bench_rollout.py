@@ -60,10 +60,10 @@ class TimedEnv:
     def __getattr__(self, name):
         return getattr(self.env, name)
 
-    def step(self, action):
+    def step(self, action, *frame):
         t = time.monotonic()
         try:
-            return self.env.step(action)
+            return self.env.step(action, *frame)
         finally:
             with self.clock["lock"]:
                 self.clock["env_s"] += time.monotonic() - t
@@ -187,13 +187,34 @@ def model_time(engine, batches: list) -> float:
     return time.monotonic() - t0
 
 
-def main() -> None:
+@contextlib.contextmanager
+def calc_desktops(root: Path, count: int):
+    """(tasks, env handles): 16 generated Calc tasks with their file cache at ROOT, and `count` healthy
+    desktops (one env server each) that read it, stopped on leaving."""
     import datasets
 
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
     from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
     from computerrl.envs.tasks.task_set import load_task_set
+
+    train, _ = generate(16, 0, seed=0, templates=["calc_column_stat", "calc_sort_column", "calc_row_total"])
+    write_files(train, root / "files")
+    save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
+    backend = LocalBackend(root / "envs", server_args=("--cache", str(root / "files")))
+    handles = [backend.start(f"bench-{k}") for k in range(count)]
+    try:
+        for h in handles:
+            problem = wait_healthy(EnvPool([h]).clients[h.env_id], 180)
+            if problem:
+                raise SystemExit(f"{h.env_id} did not start: {problem}")
+        yield load_task_set(root / "tasks"), handles
+    finally:
+        for h in handles:
+            backend.stop(h)
+
+
+def main() -> None:
     from computerrl.policy.checkpoint import embedded_checkpoint
     from computerrl.policy.engines import Sampling, make_engine
     from computerrl.policy.prompt import BUDGETS
@@ -218,51 +239,37 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     results: dict = {"max_new_tokens": args.max_new_tokens, "budgets": args.budgets,
                      "fast_engine": paths["fast"].engine or "transformers:float32"}
-    with tempfile.TemporaryDirectory(prefix="bench-rollout-") as tmp:
-        root = Path(tmp)
-        train, _ = generate(16, 0, seed=0, templates=["calc_column_stat", "calc_sort_column", "calc_row_total"])
-        write_files(train, root / "files")
-        save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
-        tasks = load_task_set(root / "tasks")
-        backend = LocalBackend(root / "envs", server_args=("--cache", str(root / "files")))
-        handles = [backend.start(f"bench-{k}") for k in range(max(counts))]
-        try:
-            for h in handles:
-                problem = wait_healthy(EnvPool([h]).clients[h.env_id], 180)
-                if problem:
-                    raise SystemExit(f"{h.env_id} did not start: {problem}")
-            for n in counts:
-                pool = EnvPool(handles[:n], max_steps=args.max_steps)
-                cpu = busy_cpu_s()
-                env_steps, env_wall = episodes(pool, ConstantPolicy(), tasks, n, args.steps,
-                                               {"env_s": 0.0, "lock": threading.Lock()})
-                env_cpu = (busy_cpu_s() - cpu) / env_steps
-                env_only = env_steps / env_wall
-                results[f"env_only_steps_per_s_{n}"] = round(env_only, 3)
-                results[f"env_cpu_s_{n}"] = round(env_cpu, 3)
-                for path, engine in paths.items():
-                    r = rollout_run(engine, budgets, pool, tasks, n, args.steps, background=path == "baseline")
-                    prefix = "" if path == "fast" else "baseline_"
-                    r["overlap"] = r["steps_per_s"] / min(r["model_only"], env_only)
-                    r["cpu_bound_steps_per_s"] = cores / (env_cpu + r["model_cpu_s"])
-                    for key in ("steps_per_s", "tokens_per_s", "model_share", "env_share", "mean_batch", "model_only",
-                                "model_cpu_s", "cpu_bound_steps_per_s", "overlap", "build_s", "tokenize_s", "prefill_s",
-                                "decode_s"):
-                        results[f"{prefix}{key}_{n}"] = round(r[key], 3)
-                    print(f"{n} desktops, {path}: {r['steps_per_s']:.3f} steps/s, {r['tokens_per_s']:.1f} tokens/s, "
-                          f"{r['mean_batch']:.1f} chats a batch; "
-                          f"wall time in model {r['model_share']:.0%}, in desktops {r['env_share']:.0%}; model only "
-                          f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}; "
-                          f"CPU-s per step: desktops {env_cpu:.2f}, model {r['model_cpu_s']:.2f}, so at most "
-                          f"{r['cpu_bound_steps_per_s']:.3f} steps/s on {cores} cores; "
-                          f"per chat: prompt {r['build_s']:.3f} s, ids {r['tokenize_s']:.3f} s, prefill "
-                          f"{r['prefill_s']:.3f} s, decode {r['decode_s']:.3f} s", flush=True)
-                results[f"speedup_{n}"] = round(results[f"steps_per_s_{n}"] / results[f"baseline_steps_per_s_{n}"], 2)
-                print(f"{n} desktops: speedup {results[f'speedup_{n}']}x", flush=True)
-                pool.close()
-        finally:
-            for h in handles:
-                backend.stop(h)
+    with tempfile.TemporaryDirectory(prefix="bench-rollout-") as tmp, \
+            calc_desktops(Path(tmp), max(counts)) as (tasks, handles):
+        for n in counts:
+            pool = EnvPool(handles[:n], max_steps=args.max_steps)
+            cpu = busy_cpu_s()
+            env_steps, env_wall = episodes(pool, ConstantPolicy(), tasks, n, args.steps,
+                                           {"env_s": 0.0, "lock": threading.Lock()})
+            env_cpu = (busy_cpu_s() - cpu) / env_steps
+            env_only = env_steps / env_wall
+            results[f"env_only_steps_per_s_{n}"] = round(env_only, 3)
+            results[f"env_cpu_s_{n}"] = round(env_cpu, 3)
+            for path, engine in paths.items():
+                r = rollout_run(engine, budgets, pool, tasks, n, args.steps, background=path == "baseline")
+                prefix = "" if path == "fast" else "baseline_"
+                r["overlap"] = r["steps_per_s"] / min(r["model_only"], env_only)
+                r["cpu_bound_steps_per_s"] = cores / (env_cpu + r["model_cpu_s"])
+                for key in ("steps_per_s", "tokens_per_s", "model_share", "env_share", "mean_batch", "model_only",
+                            "model_cpu_s", "cpu_bound_steps_per_s", "overlap", "build_s", "tokenize_s", "prefill_s",
+                            "decode_s"):
+                    results[f"{prefix}{key}_{n}"] = round(r[key], 3)
+                print(f"{n} desktops, {path}: {r['steps_per_s']:.3f} steps/s, {r['tokens_per_s']:.1f} tokens/s, "
+                      f"{r['mean_batch']:.1f} chats a batch; "
+                      f"wall time in model {r['model_share']:.0%}, in desktops {r['env_share']:.0%}; model only "
+                      f"{r['model_only']:.3f} steps/s, env only {env_only:.3f} steps/s; overlap {r['overlap']:.2f}; "
+                      f"CPU-s per step: desktops {env_cpu:.2f}, model {r['model_cpu_s']:.2f}, so at most "
+                      f"{r['cpu_bound_steps_per_s']:.3f} steps/s on {cores} cores; "
+                      f"per chat: prompt {r['build_s']:.3f} s, ids {r['tokenize_s']:.3f} s, prefill "
+                      f"{r['prefill_s']:.3f} s, decode {r['decode_s']:.3f} s", flush=True)
+            results[f"speedup_{n}"] = round(results[f"steps_per_s_{n}"] / results[f"baseline_steps_per_s_{n}"], 2)
+            print(f"{n} desktops: speedup {results[f'speedup_{n}']}x", flush=True)
+            pool.close()
     print(json.dumps(results))
 
 

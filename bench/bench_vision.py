@@ -20,38 +20,7 @@ import argparse
 import json
 import tempfile
 import threading
-import time
 from pathlib import Path
-
-
-def play_steps(pool, policy, tasks, n: int, steps: int) -> tuple[int, float]:
-    """(steps played, wall seconds) of n desktops playing tasks until `steps` steps are done, the policy
-    served from this thread as rollout serves it."""
-    from computerrl.envs.service.episode import play
-
-    done, lock = {"steps": 0}, threading.Lock()
-
-    def worker(k: int) -> None:
-        i = k
-        while True:
-            with lock:
-                if done["steps"] >= steps:
-                    return
-            item = tasks[i % len(tasks)]
-            i += n
-            with pool.lease() as env:
-                t = play(env, policy, item.task, domain=item.domain)
-            with lock:
-                done["steps"] += len(t.rows)
-
-    t0 = time.monotonic()
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
-    for th in threads:
-        th.start()
-    policy.serve(until=lambda: not any(th.is_alive() for th in threads))
-    for th in threads:
-        th.join()
-    return done["steps"], time.monotonic() - t0
 
 
 def tokens_per_screenshot(png: bytes) -> dict:
@@ -80,15 +49,9 @@ def tokens_per_screenshot(png: bytes) -> dict:
 
 
 def main() -> None:
-    import datasets
-
+    from computerrl.bench.bench_rollout import calc_desktops, episodes
     from computerrl.bench.vision_models import smolvlm
-    from computerrl.data.datasets_io import save_atomic
-    from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.envs.fleet.backends.local import LocalBackend
-    from computerrl.envs.fleet.pool import EnvPool, wait_healthy
-    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
-    from computerrl.envs.tasks.task_set import load_task_set
+    from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.agent import ModelPolicy
     from computerrl.policy.checkpoint import embedded_checkpoint
     from computerrl.policy.prompt import BUDGETS
@@ -106,45 +69,31 @@ def main() -> None:
     counts = [int(c) for c in args.desktops.split(",")]
     results: dict = {"image_size": args.image_size, "screens": args.screens, "budgets": demo.budgets,
                      "max_new_tokens": demo.max_new_tokens}
-    with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp:
-        root = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp, \
+            calc_desktops(Path(tmp), max(counts)) as (tasks, handles):
         print("building the vision model (SmolLM2's weights, a random vision tower) …", flush=True)
-        models = {"text": embedded_checkpoint(), "vision": smolvlm(root / "smolvlm", image_size=args.image_size)}
-        train, _ = generate(16, 0, seed=0, templates=["calc_column_stat", "calc_sort_column", "calc_row_total"])
-        write_files(train, root / "files")
-        save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
-        tasks = load_task_set(root / "tasks")
-        backend = LocalBackend(root / "envs", server_args=("--cache", str(root / "files")))
-        handles = [backend.start(f"bench-{k}") for k in range(max(counts))]
-        try:
-            for h in handles:
-                problem = wait_healthy(EnvPool([h]).clients[h.env_id], 180)
-                if problem:
-                    raise SystemExit(f"{h.env_id} did not start: {problem}")
-            shot = EnvPool(handles[:1]).clients[handles[0].env_id].screenshot(0)
-            results["screenshot_png_bytes"] = len(shot)
-            results.update(tokens_per_screenshot(shot))
-            print("image tokens a screenshot costs:", {k: v for k, v in results.items() if "_pixels_" in k or
-                                                       "image_size_" in k}, flush=True)
-            for kind, folder in models.items():
-                engine = open_engine(folder, engine="transformers", temperature=1.0,
-                                     max_new_tokens=demo.max_new_tokens, device="cpu", llm_url="")
-                for n in counts:
-                    pool = EnvPool(handles[:n], max_steps=args.max_steps, screenshot=kind == "vision")
-                    policy = ModelPolicy(engine, BUDGETS[demo.budgets], version="bench", max_batch=n,
-                                         background=False, screens=args.screens)
-                    play_steps(pool, policy, tasks, n, n)  # warm-up: a step a desktop
-                    steps, wall = play_steps(pool, policy, tasks, n, args.steps)
-                    results[f"{kind}_steps_per_s_{n}"] = round(steps / wall, 3)
-                    print(f"{kind}, {n} desktops: {steps / wall:.3f} steps/s ({steps} steps in {wall:.0f} s)", flush=True)
-                    pool.close()
-                engine.close()
+        models = {"text": embedded_checkpoint(), "vision": smolvlm(Path(tmp) / "smolvlm", image_size=args.image_size)}
+        shot = EnvPool(handles[:1]).clients[handles[0].env_id].screenshot(0)
+        results["screenshot_png_bytes"] = len(shot)
+        results.update(tokens_per_screenshot(shot))
+        print("image tokens a screenshot costs:", {k: v for k, v in results.items() if "qwen_" in k or "idefics3_" in k},
+              flush=True)
+        for kind, folder in models.items():
+            engine = open_engine(folder, engine="transformers", temperature=1.0, max_new_tokens=demo.max_new_tokens,
+                                 device="cpu", llm_url="")
             for n in counts:
-                results[f"vision_over_text_{n}"] = round(results[f"vision_steps_per_s_{n}"]
-                                                         / results[f"text_steps_per_s_{n}"], 2)
-        finally:
-            for h in handles:
-                backend.stop(h)
+                pool = EnvPool(handles[:n], max_steps=args.max_steps, screenshot=kind == "vision")
+                policy = ModelPolicy(engine, BUDGETS[demo.budgets], version="bench", max_batch=n, background=False,
+                                     screens=args.screens)
+                clock = {"env_s": 0.0, "lock": threading.Lock()}
+                episodes(pool, policy, tasks, n, n, clock)  # warm-up: a step a desktop
+                steps, wall = episodes(pool, policy, tasks, n, args.steps, clock)
+                results[f"{kind}_steps_per_s_{n}"] = round(steps / wall, 3)
+                print(f"{kind}, {n} desktops: {steps / wall:.3f} steps/s ({steps} steps in {wall:.0f} s)", flush=True)
+                pool.close()
+            engine.close()
+        for n in counts:
+            results[f"vision_over_text_{n}"] = round(results[f"vision_steps_per_s_{n}"] / results[f"text_steps_per_s_{n}"], 2)
     print(json.dumps(results))
 
 

@@ -113,7 +113,7 @@ def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", tra
 
     hf_logging.disable_progress_bar()  # the stages draw their own progress
     folder = Path(folder)
-    auto = AutoModelForImageTextToText if is_vision(base_of(folder)) else AutoModelForCausalLM
+    auto = AutoModelForImageTextToText if is_vision(folder) else AutoModelForCausalLM
     model = auto.from_pretrained(str(base_of(folder)), dtype=getattr(torch, dtype))
     if (folder / ADAPTER_CONFIG).exists():
         from peft import PeftModel
@@ -144,7 +144,7 @@ def parameter_count(folder: Path) -> int:
     from computerrl.policy.vision import is_vision
 
     base = base_of(folder)
-    auto = AutoModelForImageTextToText if is_vision(base) else AutoModelForCausalLM
+    auto = AutoModelForImageTextToText if is_vision(folder) else AutoModelForCausalLM
     with init_empty_weights():
         model = auto.from_config(AutoConfig.from_pretrained(str(base)))
     return sum(p.numel() for p in model.parameters())

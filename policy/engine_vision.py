@@ -13,14 +13,14 @@ from pathlib import Path
 
 from computerrl.policy.engine_transformers import TransformersEngine, fast_dtype, generation_config, sampler
 from computerrl.policy.engines import Generation, Sampling
-from computerrl.policy.checkpoint import load_model
+from computerrl.policy.checkpoint import base_of, load_model
 from computerrl.policy.vision import load_processor, model_inputs
 
 
 class VisionEngine(TransformersEngine):
     def __init__(self, checkpoint: Path, sampling: Sampling, *, device: str = "cpu", dtype: str = "auto",
                  model=None, processor=None, **_text_only_options):
-        self.processor = processor or load_processor(checkpoint)
+        self.processor = processor or load_processor(base_of(checkpoint))  # an adapter's: its base model's
         dtype = fast_dtype(device) if dtype == "auto" else dtype
         super().__init__(checkpoint, sampling, device=device, model=model or load_model(
             checkpoint, device=device, dtype=dtype), tokenizer=self.processor.tokenizer, prefix_cache=False)

@@ -20,8 +20,11 @@ from typing import Any, Sequence
 
 
 def is_vision(folder: Path) -> bool:
-    """Whether a checkpoint folder holds a vision-language model (its config names a vision tower)."""
-    config = Path(folder) / "config.json"
+    """Whether a checkpoint folder (or a LoRA adapter's base) holds a vision-language model: its config
+    names a vision tower."""
+    from computerrl.policy.checkpoint import base_of
+
+    config = base_of(folder) / "config.json"
     return config.exists() and "vision_config" in json.loads(config.read_text())
 
 

@@ -147,9 +147,14 @@ def test_grpo_trains_a_vision_model_on_its_rows_with_the_vision_tower_frozen(mod
     vision = [k for k in before if k.startswith("visual.")]  # Qwen's checkpoint layout: the rest is the language model
     assert vision and all(torch.equal(before[k], after[k]) for k in vision)
     assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith("model.layers."))
-    again = make_engine("transformers", policy, Sampling(0.0, 4))  # the trained checkpoint plays as a vision model
-    assert again.generate([with_screens(CHAT, [png(9)])], seed=0)[0].prompt_ids.count(
-        again.model.config.vision_start_token_id) == 1
+    lora = tmp_path / "lora"
+    run(GRPOConfig(rollouts=[played / "relabelled"], model=str(models["qwen"]), out=lora, epochs=1, lr=1e-3, lora_rank=4))
+    targets = json.loads((lora / "adapter_config.json").read_text())["target_modules"]
+    assert targets and not any("visual" in t for t in targets)  # adapters on the language model only
+    for trained in (policy, lora):  # both play as vision models
+        again = make_engine("transformers", trained, Sampling(0.0, 4))
+        assert again.generate([with_screens(CHAT, [png(9)])], seed=0)[0].prompt_ids.count(
+            again.model.config.vision_start_token_id) == 1
 
 
 @pytest.mark.desktop
