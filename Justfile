@@ -34,7 +34,7 @@ lock:
 # The whole suite: real desktops, real LibreOffice.
 [group("dev")]
 test *args: install
-    {{venv}}/python -m pytest -q -ra --durations=30 -n 2 --dist loadfile --no-loadscope-reorder {{args}}
+    {{venv}}/python -m pytest -q -ra --durations=30 {{args}}
 
 # Fast tests only (no desktops).
 [group("dev")]

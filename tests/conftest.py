@@ -25,28 +25,6 @@ from computerrl.envs.fleet.pool import wait_healthy
 from computerrl.envs.service.scripted import response
 from computerrl.envs.service.server import EnvServer
 
-# `just test` runs the files on two workers (pytest-xdist, --dist loadfile: a file's module fixtures start once;
-# --no-loadscope-reorder keeps this order, not files with the most tests first).
-# A worker takes the next file when it is free, so the longest ones go first and both workers end together
-# (seconds alone, measured on this 2-core machine; the rest keep their order).
-SLOWEST_FIRST = ("test_entropulse.py",  # 580
-                 "test_vllm_engine.py",  # 450
-                 "test_build_apis.py",  # 360
-                 "test_rollout.py",  # 300
-                 "test_suites.py",  # 230
-                 "test_docker_backend_real_engine.py",  # 200
-                 "test_chrome.py",  # 190
-                 "test_calc_objects.py",  # 150
-                 "test_sandbox_attacks.py",  # 140
-                 "test_distributed_training.py",  # 120
-                 "test_cli.py",  # 120
-                 "test_journal.py")  # 115
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: k for k, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
