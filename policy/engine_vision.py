@@ -2,7 +2,7 @@
 checkpoint's processor with its text, and the rows' prompt_ids hold the image tokens the model read.
 
 Sampling and log-probabilities are the text engine's (`TransformersEngine`): the same seeded draw from
-softmax(logits / T), the same reported quantity, so the trainer's recomputation (`vision.answer_logprobs`)
+softmax(logits / T), the same reported quantity, so the trainer's recomputation (`vision.screen_logprobs`)
 is its ratio-1 partner. No system-prompt KV cache here: a screenshot changes every prompt from its
 first image on, and the chat template may place one before the system text.
 """

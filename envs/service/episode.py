@@ -68,7 +68,8 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
         for step in range(env.max_steps):
             decision = policy.act(instruction, obs, history)
             shown = obs
-            obs, _, terminated, truncated, info = env.step(decision.response, *[decision.frame] if decision.frame else [])
+            frame = (decision.frame,) if decision.frame else ()  # a vision model's coordinate frame
+            obs, _, terminated, truncated, info = env.step(decision.response, *frame)
             if info.get("aborted"):
                 return _aborted(out, f"desktop lost at step {step}: {info['aborted']}", t0)
             row = {"task_id": task_id, "domain": domain, "group_id": group_id, "sample": sample, "step": step,
