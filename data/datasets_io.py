@@ -67,7 +67,7 @@ def step_rows(paths: list[Path], columns: list[str], *, screens: bool = False) -
     for k, path in enumerate(paths):
         ds = load(path)
         check_columns(ds, columns, f"step dataset {path}")
-        vision = screens and SCREENS in ds.column_names
+        vision = screens and SCREENS in ds.column_names and any(ds[SCREENS])  # 0: a text model's, --screenshots
         wanted = list(dict.fromkeys(columns + (["messages", "step", SCREENS, SCREENSHOT] if vision else [])))
         rows += [dict(r, dataset=k) if vision else r for r in ds.select_columns(wanted).to_list()]
     return rows

@@ -60,7 +60,7 @@ def train(cmd: list[str]) -> str:
 
 
 def assert_same_run(out: Path, reference: Path) -> None:
-    """Every metric of every optimizer step and every weight as the one-process run has them."""
+    """Every metric of every optimizer step (its wall time aside) and every weight as the one-process run has them."""
     import torch
     from safetensors.torch import load_file
 
@@ -69,6 +69,8 @@ def assert_same_run(out: Path, reference: Path) -> None:
     for mine, theirs in zip(got, want):
         assert mine.keys() == theirs.keys()
         for name, value in theirs.items():
+            if name in ("seconds", "peak_memory_gib"):  # how long and how much memory, not what was computed
+                continue
             # a float32 norm over a whole matrix is off by ~1e-5 relative; sharded, it sums in another order
             rel = 1e-4 if name == "grad_norm" else 1e-5
             assert mine[name] == pytest.approx(value, rel=rel, abs=1e-6), (name, mine, theirs)
