@@ -94,6 +94,13 @@ def base_of(folder: Path) -> Path:
     return Path(base)
 
 
+def is_vision(folder: Path) -> bool:
+    """Whether a checkpoint folder (or a LoRA adapter's base) holds a vision-language model: its config
+    names a vision tower."""
+    config = base_of(folder) / "config.json"
+    return config.exists() and "vision_config" in json.loads(config.read_text())
+
+
 def load_tokenizer(folder: Path):
     from transformers import AutoTokenizer
 
@@ -108,8 +115,6 @@ def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", tra
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
     from transformers.utils import logging as hf_logging
-
-    from computerrl.policy.vision import is_vision
 
     hf_logging.disable_progress_bar()  # the stages draw their own progress
     folder = Path(folder)
@@ -140,8 +145,6 @@ def parameter_count(folder: Path) -> int:
     """Parameters of a checkpoint's model, counted on the meta device (no weights are read)."""
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
-
-    from computerrl.policy.vision import is_vision
 
     base = base_of(folder)
     auto = AutoModelForImageTextToText if is_vision(folder) else AutoModelForCausalLM

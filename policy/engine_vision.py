@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from computerrl.policy.engine_transformers import TransformersEngine, fast_dtype, generation_config, sampler
-from computerrl.policy.engines import Generation, Sampling
 from computerrl.policy.checkpoint import base_of, load_model
+from computerrl.policy.engines import ENGINES, Generation, Sampling
 from computerrl.policy.vision import load_processor, model_inputs
 
 
+@ENGINES.register("vision")
 class VisionEngine(TransformersEngine):
     def __init__(self, checkpoint: Path, sampling: Sampling, *, device: str = "cpu", dtype: str = "auto",
                  model=None, processor=None, **_text_only_options):

@@ -6,7 +6,8 @@ recomputes as log πθ (`policy.logprobs`), so on the first epoch of an on-polic
 importance ratio is 1 up to float error (a test checks it on the embedded model). Temperature 0
 is greedy decoding; its log-probabilities are then taken at T = 1.
 
-Engines register by name (`ENGINES`): `transformers` (default, CPU or GPU, here), `llamacpp`
+Engines register by name (`ENGINES`): `transformers` (default, CPU or GPU, here; `vision` on a
+vision-language checkpoint, chosen for it), `llamacpp`
 (llama.cpp in-process on a CPU, the checkpoint exported to GGUF), `vllm` (in-process on a GPU,
 imported only when chosen) and `openai` (any OpenAI-compatible server).
 """
@@ -19,7 +20,7 @@ from typing import Protocol
 from computerrl.data.registry import Registry, UnknownName
 
 ENGINES = Registry("generation engine")
-BUILTIN = ("transformers", "llamacpp", "vllm", "openai")  # modules engine_<name>.py, imported when first asked for
+BUILTIN = ("transformers", "vision", "llamacpp", "vllm", "openai")  # modules engine_<name>.py, imported when first asked for
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,14 +68,12 @@ def make_engine(name: str, checkpoint, sampling: Sampling, **options) -> Engine:
     """Build a registered engine; importing its module registers it (vllm only when asked for)."""
     import importlib
 
+    from computerrl.policy.checkpoint import is_vision
+
+    if name == "transformers" and is_vision(checkpoint):  # the processor reads the chats' screenshots too
+        name = "vision"
     if name not in ENGINES and name in BUILTIN:
         importlib.import_module(f"computerrl.policy.engine_{name}")
     if name not in ENGINES:
         raise UnknownName(f"unknown generation engine {name!r}; known: {', '.join(sorted({*ENGINES, *BUILTIN}))}")
-    from computerrl.policy.vision import is_vision
-
-    if name == "transformers" and is_vision(checkpoint):  # the processor reads the chats' screenshots too
-        from computerrl.policy.engine_vision import VisionEngine
-
-        return VisionEngine(checkpoint, sampling, **options)
     return ENGINES[name](checkpoint, sampling, **options)

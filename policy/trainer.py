@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from computerrl.data.config import MODEL, OUT, SEED, setting
-from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, load_model, load_tokenizer, peft_quietly, resolve,
-                                         write_lineage)
-from computerrl.policy.vision import is_vision, load_processor
+from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, is_vision, load_model, load_tokenizer, peft_quietly,
+                                         resolve, write_lineage)
+from computerrl.policy.vision import load_processor
 
 STATE = "trainer_state.json"
 MEMORY_AND_BOOKKEEPING = ("device", "overwrite", "save_every", "micro_batch_tokens", "gradient_checkpointing")

@@ -19,15 +19,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-def is_vision(folder: Path) -> bool:
-    """Whether a checkpoint folder (or a LoRA adapter's base) holds a vision-language model: its config
-    names a vision tower."""
-    from computerrl.policy.checkpoint import base_of
-
-    config = base_of(folder) / "config.json"
-    return config.exists() and "vision_config" in json.loads(config.read_text())
-
-
 def image_only_processor(name: str):
     """The processor class `name` (Qwen2-VL's, Qwen2.5-VL's) without its video processor.
 

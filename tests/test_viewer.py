@@ -28,7 +28,7 @@ def row(task: str, sample: int, step: int, success: bool, response: str, action:
             "action_valid": bool(action), "exec_result": "Done" if action else "Invalid action: no action found",
             "success": success, "score": float(success), "reward": float(success and bool(action)),
             "done": True, "env_id": "e0", "policy_version": "v", "engine": "transformers", "error": error,
-            "screenshot": shot}
+            "screenshot": shot, "screens": 0}
 
 
 @pytest.fixture
