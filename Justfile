@@ -4,6 +4,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 venv := justfile_directory() / ".venv/bin"
 runs := env("COMPUTERRL_RUNS", "runs")
 envs := env("COMPUTERRL_ENVS", "2")
+test_workers := env("TEST_WORKERS", "2")
 
 # --- reproduce-osworld: the paper's recipe on GPUs, the `osworld` preset of stages/schedule.py (stages/presets/osworld.yaml) ---
 osworld_model := env("OSWORLD_MODEL", "checkpoints/GLM-4-9B-0414")  # a local HF folder (nothing is downloaded)
@@ -31,10 +32,11 @@ lock:
     mv constraints.txt.new constraints.txt && rm -rf .venv-lock
     git diff --stat constraints.txt
 
-# The whole suite: real desktops, real LibreOffice.
+# The whole suite: real desktops, real LibreOffice. Two workers (TEST_WORKERS), one thread each
+# (tests/conftest.py), take whole files, the slowest first: 49 min on 2 cores against 73 in one process.
 [group("dev")]
 test *args: install
-    {{venv}}/python -m pytest -q -ra --durations=30 {{args}}
+    {{venv}}/python -m pytest -q -ra --durations=30 -n {{test_workers}} --dist loadfile --no-loadscope-reorder {{args}}
 
 # Fast tests only (no desktops).
 [group("dev")]

