@@ -82,8 +82,8 @@ class OpenAIEngine:
 
     def _one(self, url: str, chat: list[dict[str, str]], seed: int) -> Generation:
         s = self.sampling
-        body = {"model": self.model, "messages": [as_openai(m) for m in chat], "max_tokens": s.max_new_tokens, "temperature": s.temperature,
-                "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "seed": seed,
+        body = {"model": self.model, "messages": [as_openai(m) for m in chat], "max_tokens": s.max_new_tokens,
+                "temperature": s.temperature, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "seed": seed,
                 "logprobs": True, "top_logprobs": 1, "return_tokens_as_token_ids": True, "return_token_ids": True}
         reply = self._post(url, "/chat/completions", body)
         choice = reply["choices"][0]

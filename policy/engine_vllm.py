@@ -105,7 +105,8 @@ class VLLMEngine:
         from computerrl.policy.vision import chat_images, chat_text
 
         images = chat_images(chat)
-        return {"prompt": chat_text(self.processor, chat), **({"multi_modal_data": {"image": images}} if images else {})}
+        return {"prompt": chat_text(self.processor, chat),
+                **({"multi_modal_data": {"image": images}} if images else {})}
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)
@@ -123,8 +124,9 @@ class VLLMEngine:
             ids = list(o.token_ids)
             # logprobs=0 gives, per position, a dict holding at least the sampled token.
             logprobs = [step[token].logprob for token, step in zip(ids, o.logprobs or [])]
-            results.append(Generation(text=self.tokenizer.decode(ids, skip_special_tokens=True), prompt_ids=list(out.prompt_token_ids),
-                                      response_ids=ids, logprobs=logprobs if len(logprobs) == len(ids) else [],
+            results.append(Generation(text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                                      prompt_ids=list(out.prompt_token_ids), response_ids=ids,
+                                      logprobs=logprobs if len(logprobs) == len(ids) else [],
                                       finish="length" if o.finish_reason == "length" else "stop",
                                       entropy=math.nan, engine=self.engine))
         return results

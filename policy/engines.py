@@ -6,10 +6,10 @@ recomputes as log πθ (`policy.logprobs`), so on the first epoch of an on-polic
 importance ratio is 1 up to float error (a test checks it on the embedded model). Temperature 0
 is greedy decoding; its log-probabilities are then taken at T = 1.
 
-Engines register by name (`ENGINES`): `transformers` (default, CPU or GPU, here; `vision` on a
-vision-language checkpoint, chosen for it), `llamacpp`
-(llama.cpp in-process on a CPU, the checkpoint exported to GGUF), `vllm` (in-process on a GPU,
-imported only when chosen) and `openai` (any OpenAI-compatible server).
+Engines register by name (`ENGINES`): `transformers` (default, CPU or GPU, here; `vision`, chosen for
+it on a vision-language checkpoint), `llamacpp` (llama.cpp in-process on a CPU, the checkpoint
+exported to GGUF), `vllm` (in-process on a GPU, imported only when chosen) and `openai` (any
+OpenAI-compatible server).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Protocol
 from computerrl.data.registry import Registry, UnknownName
 
 ENGINES = Registry("generation engine")
-BUILTIN = ("transformers", "vision", "llamacpp", "vllm", "openai")  # modules engine_<name>.py, imported when first asked for
+# modules engine_<name>.py, imported when first asked for
+BUILTIN = ("transformers", "vision", "llamacpp", "vllm", "openai")
 
 
 @dataclasses.dataclass(frozen=True)

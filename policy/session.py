@@ -28,6 +28,7 @@ def open_engine(folder, *, engine: str, temperature: float, max_new_tokens: int,
     """A generation engine on a resolved checkpoint folder, with the options its kind takes."""
     import os
 
-    options = {"transformers": {"device": device}, "vision": {"device": device}, "llamacpp": {}, "vllm": {"images_per_prompt": max(screens, 1)},
+    options = {"transformers": {"device": device}, "vision": {"device": device}, "llamacpp": {},
+               "vllm": {"images_per_prompt": max(screens, 1)},
                "openai": {"llm_url": llm_url, "api_key": os.environ.get("OPENAI_API_KEY", "")}}.get(engine, {})
     return make_engine(engine, folder, Sampling(temperature, max_new_tokens), **options)

@@ -31,7 +31,7 @@ from computerrl.envs.service.scripted import response
 from computerrl.envs.service.server import EnvServer
 
 
-# The files that take minutes, longest first (as measured serially, 4-10 min each): the two workers take
+# The files that take minutes, longest first (measured serially: 2 to 10 min each): the two workers take
 # them first and end together, instead of one of them starting the longest file last.
 SLOWEST_FIRST = ("test_entropulse.py", "test_rollout.py", "test_vllm_engine.py", "test_docker_backend_real_engine.py",
                  "test_suites.py", "test_build_apis.py", "test_distributed_training.py", "test_chrome.py",
