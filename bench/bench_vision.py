@@ -1,6 +1,6 @@
 """Vision benchmark: what screenshots cost a policy on this machine.
 
-    python -m computerrl.bench.bench_vision                      # 1 and 4 desktops (~10 min)
+    python -m computerrl.bench.bench_vision                      # 1 and 4 desktops (~22 min on 2 cores)
     python -m computerrl.bench.bench_vision --desktops 1 --steps 6
 
 - Prompt tokens per screenshot: a real desktop's screenshot (1920x1080) through each family's processor at
