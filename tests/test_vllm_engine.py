@@ -47,7 +47,8 @@ def calc_chats(*tasks: str) -> list:
 
 
 def trainer_gap(rows_prompts, rows_responses, rows_logprobs, folder) -> torch.Tensor:
-    """|engine − trainer| per sampled token, the trainer's float32 model recomputing at T = 1."""
+    """|engine − trainer| per sampled token, the trainer's float32 model recomputing at T = 1 (prompts with
+    screenshots as `vision.ScreenPrompt`s)."""
     model = load_model(folder)
     with torch.no_grad():
         mine = response_logprobs(model, rows_prompts, rows_responses, 1.0, pad_id=2)
@@ -225,16 +226,6 @@ def smolvlm_folder(tmp_path_factory) -> Path:
     return smolvlm(tmp_path_factory.mktemp("vllm-smolvlm") / "smolvlm")
 
 
-def screen_gap(folder: Path, prompts, responses, logprobs) -> torch.Tensor:
-    """|engine − trainer| per sampled token on prompts with screenshots (`vision.ScreenPrompt`s)."""
-    from computerrl.policy.vision import screen_logprobs
-
-    model = load_model(folder)
-    with torch.no_grad():
-        mine = [screen_logprobs(model, p, r)[0] for p, r in zip(prompts, responses)]
-    return torch.cat([(torch.tensor(lp) - m).abs() for lp, m in zip(logprobs, mine)])
-
-
 @pytest.mark.desktop
 def test_real_vllm_rollout_of_a_vision_model_reads_the_prompts_the_trainer_rebuilds(vllm_bin, desktops, smolvlm_folder):
     """`rollout --engine vllm` of a vision checkpoint in a real desktop, --screens 2: vLLM expands the
@@ -253,7 +244,8 @@ def test_real_vllm_rollout_of_a_vision_model_reads_the_prompts_the_trainer_rebui
     image_token = json.loads((smolvlm_folder / "config.json").read_text())["image_token_id"]
     assert all(r["prompt_ids"].count(image_token) == 16 * r["screens"] for r in rows)  # 16 tokens a screenshot
     prompts = screen_prompts(load_processor(smolvlm_folder), rows, rows)  # raises where vLLM read other ids
-    gap = screen_gap(smolvlm_folder, prompts, [r["response_ids"] for r in rows], [r["behavior_logprobs"] for r in rows])
+    gap = trainer_gap(prompts, [r["response_ids"] for r in rows], [r["behavior_logprobs"] for r in rows],
+                      smolvlm_folder)
     print(f"vllm vs trainer with screenshots: max {gap.max().item():.2e}, mean {gap.mean().item():.2e} nats")
     assert gap.max() < 1e-4  # the issue's bound, float32 (measured: max 3e-5)
 
@@ -275,6 +267,6 @@ def test_the_openai_engine_sends_screenshots_as_data_urls_to_real_vllms_server(v
     assert all(g.engine == "openai" and len(g.response_ids) == len(g.logprobs) > 0 for g in gens)
     processor = load_processor(smolvlm_folder)
     prompts = [screen_prompt(processor, chat, g.prompt_ids) for chat, g in zip(chats, gens)]  # raises if they differ
-    gap = screen_gap(smolvlm_folder, prompts, [g.response_ids for g in gens], [g.logprobs for g in gens])
+    gap = trainer_gap(prompts, [g.response_ids for g in gens], [g.logprobs for g in gens], smolvlm_folder)
     print(f"vllm serve vs trainer with screenshots: max {gap.max().item():.2e}, mean {gap.mean().item():.2e} nats")
     assert gap.max() < 1e-4  # the issue's bound, float32 (measured: max 3e-5)
