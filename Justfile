@@ -69,6 +69,11 @@ eval model="embedded" tasks=(runs / "tasks/test") out=(runs / "eval") *args="":
 grpo rollouts model out *args="":
     {{venv}}/computerrl grpo --rollouts {{rollouts}} --model {{model}} --out {{out}} {{args}}
 
+# Rollout and GRPO at once: the desktops keep playing while the trainer trains; --sync to compare (see README).
+[group("stages")]
+async-rl model="embedded" tasks=(runs / "tasks/train") out=(runs / "async") *args="":
+    {{venv}}/computerrl async-rl --model {{model}} --tasks {{tasks}} --envs {{runs}}/envs --out {{out}} {{args}}
+
 # Keep the successful trajectories of step datasets as SFT chats (at most k per task).
 [group("stages")]
 filter-success out *rollouts:
@@ -124,6 +129,11 @@ bench-rollout *args: install
 [group("bench")]
 bench-train *args: install
     {{venv}}/python -m computerrl.bench.bench_train {{args}}
+
+# Async loop benchmark: sync vs async at 4 and 16 desktops with stand-in GPU engine/trainer, weight sync per engine (JSON last line).
+[group("bench")]
+bench-async *args: install
+    {{venv}}/python -m computerrl.bench.bench_async {{args}}
 
 # GPU benchmark: engine tokens/s, sft/grpo (full, LoRA) time, memory, TFLOP/s and share of bf16 peak, GPU busy, log-prob agreement (JSON last line).
 [group("bench")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from computerrl.cli import eval as eval_cli
-from computerrl.cli import build_apis, console, entropulse, filter_success, grpo, rollout, sft, spawn_envs, tasks, view
+from computerrl.cli import async_rl, build_apis, console, entropulse, filter_success, grpo, rollout, sft, spawn_envs, tasks, view
 
 app = typer.Typer(
     name="computerrl",
@@ -27,6 +27,7 @@ app.command("build-apis", help=build_apis.HELP)(build_apis.command)
 app.command("spawn-envs", help=spawn_envs.HELP)(spawn_envs.command)
 app.command("rollout", help=rollout.HELP)(rollout.command)
 app.command("grpo", help=grpo.HELP)(grpo.command)
+app.command("async-rl", help=async_rl.HELP)(async_rl.command)
 app.command("filter-success", help=filter_success.HELP)(filter_success.command)
 app.command("sft", help=sft.HELP)(sft.command)
 app.command("eval", help=eval_cli.HELP)(eval_cli.command)

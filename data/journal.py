@@ -51,6 +51,10 @@ class Journal:
     def add(self, name: str, record: dict) -> None:
         write_atomic(self.path(name), json.dumps(record))
 
+    def records(self) -> list[dict]:
+        """Every record journaled, in no particular order."""
+        return [json.loads(p.read_text()) for p in self.folder.glob("item-*.json")]
+
     def __len__(self) -> int:
         return sum(1 for _ in self.folder.glob("item-*.json"))
 

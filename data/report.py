@@ -12,7 +12,8 @@ from pathlib import Path
 from computerrl.data.stats import mcnemar, wilson
 
 # Training outputs of a schedule run folder, in order: (phase label, checkpoint folders, glob).
-TRAINING = (("bc", "bc"), ("rl1", "rl1/policy-*"), ("entropulse", "entropulse"), ("rl2", "rl2/policy-*"))
+# An RL phase's checkpoints: RUN/<phase>/policy-v, or RUN/<phase>/async/policy-v from the asynchronous loop.
+TRAINING = (("bc", "bc"), ("rl1", "rl1/**/policy-*"), ("entropulse", "entropulse"), ("rl2", "rl2/**/policy-*"))
 
 
 def phase_row(phase: str, summary: dict, folder: Path) -> dict:
@@ -40,7 +41,7 @@ def exploration(summary: dict) -> dict:
 def rl_figures(run: Path, phase: str) -> dict:
     """An RL phase's GRPO batches: the mean share of flat groups (all rewards equal: no signal) and
     the rows trained on, over its iterations."""
-    summaries = [json.loads(p.read_text()) for p in sorted(run.glob(f"{phase}/policy-*/summary.json"))]
+    summaries = [json.loads(p.read_text()) for p in sorted(run.glob(f"{phase}/**/policy-*/summary.json"))]
     if not summaries:
         return {}
     return {"flat": sum(s["skipped_fraction"] for s in summaries) / len(summaries),

@@ -126,3 +126,4 @@ class Decision:
     engine: str = ""  # overrides the policy's engine_name in the row ("openai:no-token-ids")
     screens: int = 0  # screenshots the prompt held (a vision policy): this step's and those of the steps before
     frame: tuple[int, int] | None = None  # the frame of the answer's coordinates (a vision policy's), else the screen
+    version: str = ""  # the policy version that answered (a live engine switches versions; "" = the policy's)

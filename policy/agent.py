@@ -6,7 +6,8 @@ so expert rows, rollout rows and eval see the same prompts.
   as much for four chats as for one (decoding is overhead-bound), so it waits — a moment at most —
   until every episode in play has asked, rather than answering whichever asked first. The batches
   are served by a thread of its own, or (rollout and eval) by the main thread, where torch runs
-  fastest, while the episodes play in theirs.
+  fastest, while the episodes play in theirs. `publish` switches its engine to a new policy version
+  between two batches (the asynchronous loop's weight sync); each answer records the version that gave it.
 - `ExpertPolicy`: plays a task's reference solution, one line a step, through the same prompt.
 
 The episode loop (`envs.service.episode.play`) needs only `act(instruction, observation, history) ->
@@ -17,10 +18,12 @@ Decision`, `episode()` (a context around an episode's steps) and the attributes 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import queue
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Callable, Sequence
 
 from computerrl.apis.parser import format_answer
@@ -34,6 +37,14 @@ EXPERT = "expert"  # policy_version and engine of reference-solution rows
 # vision agent answer so; the env maps it onto the screen), or screen pixels as the accessibility tree gives them.
 FRAMES = {"grid": (1000, 1000), "screen": None}
 GRID_NOTE = "\n\n* Coordinates: [x, y] on a 0-1000 grid over the screenshot ([0, 0] its top left, [1000, 1000] its bottom right)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sync:
+    """A version switch of a live engine: how long it waited for the batch in flight, and the load itself."""
+    version: str
+    waited_s: float
+    load_s: float
 
 
 class ExpertPolicy:
@@ -75,6 +86,7 @@ class ModelPolicy:
         self._playing = 0  # episodes inside `episode()`
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
+        self._switches: queue.Queue = queue.Queue()  # (checkpoint, version, future, asked at) from `publish`
         self._closed = False
         self._worker = threading.Thread(target=self.serve, name="policy-batcher", daemon=True) if background else None
         if self._worker:
@@ -109,9 +121,9 @@ class ModelPolicy:
             messages[-1]["content"] += GRID_NOTE
         done: Future = Future()
         self._queue.put((with_screens(messages, shots), done))
-        g = done.result()
+        g, version = done.result()
         return Decision(messages, g.text, g.prompt_ids, g.response_ids, g.logprobs, g.entropy, g.engine, len(shots),
-                        self.frame)
+                        self.frame, version)
 
     def _screens(self, observation: dict, history: Sequence[tuple]) -> list:
         """This step's screenshot and those of the steps before it that the prompt keeps (each history
@@ -146,6 +158,7 @@ class ModelPolicy:
         closed. Called from the process's main thread (where torch was first used), the model runs
         faster than from another thread: here a generate call took ~1.45× as long from a thread."""
         while not self._closed and not until():
+            self._switch_versions()
             try:
                 batch = self._gather()
             except queue.Empty:
@@ -160,9 +173,44 @@ class ModelPolicy:
             finally:
                 self.calls += 1
             for (_, f), g in zip(batch, gens):
-                f.set_result(g)
+                f.set_result((g, self.version))
             if self.on_batch:
                 self.on_batch(len(batch), time.monotonic() - t0)
+
+    def publish(self, checkpoint, version: str, *, timeout_s: float = 600.0) -> Sync:
+        """Switch the engine to `checkpoint`'s weights (the asynchronous loop's new policy version) between
+        two batches: the batch in flight ends on the old weights, every later answer is the new version's
+        and its row records `version`. TimeoutError when the switch is not done within `timeout_s`, saying
+        whether the engine was stuck in a batch (the switch then never happens) or the load hung."""
+        done: Future = Future()
+        self._switches.put((checkpoint, version, done, time.monotonic()))
+        try:
+            return done.result(timeout=timeout_s)
+        except FutureTimeout:
+            pass
+        if done.cancel():  # not begun: it never will be
+            raise TimeoutError(f"weight sync to {version} not begun within {timeout_s:.0f} s: the engine is still "
+                               "in a batch (a hung generate?)")
+        try:
+            return done.result(timeout=0)  # it ended just now
+        except FutureTimeout:
+            raise TimeoutError(f"weight sync to {version} still loading after {timeout_s:.0f} s ({checkpoint}): the "
+                               "engine's weight load hung") from None
+
+    def _switch_versions(self) -> None:
+        """Between batches: the version switches `publish` asked for, in order."""
+        while not self._switches.empty():
+            checkpoint, version, done, asked = self._switches.get_nowait()
+            if not done.set_running_or_notify_cancel():
+                continue  # its publish gave up waiting
+            t0 = time.monotonic()
+            try:
+                self.engine.load_weights(checkpoint)
+            except BaseException as e:  # noqa: BLE001 - the publisher hears of it; the old version stays
+                done.set_exception(e)
+                continue
+            self.version = version
+            done.set_result(Sync(version, waited_s=t0 - asked, load_s=time.monotonic() - t0))
 
     def close(self, *, engine: bool = True) -> None:
         """Stop the batcher (answers still pending fail) and, with `engine`, free the model."""
@@ -171,5 +219,9 @@ class ModelPolicy:
             self._worker.join(timeout=5)
         while not self._queue.empty():
             self._queue.get_nowait()[1].set_exception(RuntimeError("the policy was closed"))
+        while not self._switches.empty():
+            done = self._switches.get_nowait()[2]
+            if done.set_running_or_notify_cancel():
+                done.set_exception(RuntimeError("the policy was closed before the weight sync"))
         if engine:
             self.engine.close()

@@ -130,6 +130,35 @@ def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", tra
     return model.train(trainable)
 
 
+
+def load_weights(model, folder: Path) -> None:
+    """Copy a checkpoint's weights into `model`, in place: a live engine's switch to a new policy
+    version, with no model built anew. The checkpoint must be of the model's kind (full, or a LoRA
+    adapter for a LoRA-wrapped model); ValueError names what does not fit."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if (folder / ADAPTER_CONFIG).exists() != hasattr(model, "peft_config"):
+        raise ValueError(f"{folder}: a {'LoRA adapter' if (folder / ADAPTER_CONFIG).exists() else 'full checkpoint'}"
+                         " for a model that is not one; the new version must be of the running one's kind")
+    if hasattr(model, "peft_config"):
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
+        if result.unexpected_keys:
+            raise ValueError(f"{folder}: adapter weights the running model lacks: {result.unexpected_keys[:3]}")
+        return
+    state = {}
+    for shard in sorted(folder.glob("*.safetensors")):
+        state.update(load_file(shard))
+    if not state:
+        raise ValueError(f"{folder}: no *.safetensors weights")
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = set(getattr(model, "all_tied_weights_keys", {}) or {})  # saved once, with the weight they share
+    if unexpected or set(missing) - tied:
+        raise ValueError(f"{folder} does not fit the running model: missing {sorted(set(missing) - tied)[:3]}, "
+                         f"unexpected {unexpected[:3]}")
+
 @contextlib.contextmanager
 def peft_quietly():
     """peft reads transformers' deprecated `is_gradient_checkpointing` when it wraps a model: a

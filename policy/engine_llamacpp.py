@@ -47,16 +47,21 @@ class LlamaCppEngine:
 
         set_verbose(False)  # llama.cpp's log goes through this logger: errors only
 
-        from computerrl.policy.gguf_export import export
-
         self.sampling, self.gguf_type = sampling, gguf_type
         self.engine = f"llamacpp:{gguf_type}"  # rows name the weights' precision
         self.tokenizer = load_tokenizer(checkpoint)
         self.eos_id = self.tokenizer.eos_token_id
         self.max_batch, self.context = max_batch, context
-        self._lib = llama_cpp
-        path = export(checkpoint, gguf_type)
+        self._lib, self.threads = llama_cpp, threads
         llama_cpp.llama_backend_init()
+        self._open(checkpoint)
+
+    def _open(self, checkpoint: Path) -> None:
+        """The checkpoint's weights (exported to GGUF) and a context for them."""
+        from computerrl.policy.gguf_export import export
+
+        llama_cpp, max_batch, context, gguf_type = self._lib, self.max_batch, self.context, self.gguf_type
+        path = export(checkpoint, gguf_type)
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), llama_cpp.llama_model_default_params())
         if not self._model:
             raise RuntimeError(f"llama.cpp could not load {path}")
@@ -68,7 +73,7 @@ class LlamaCppEngine:
         if gguf_type == "f32":  # the trainer's numbers: keys, values and attention in float32 too
             params.type_k = params.type_v = llama_cpp.GGML_TYPE_F32
             params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # its CPU kernel rounds to float16
-        params.n_threads = params.n_threads_batch = threads or os.cpu_count() or 1
+        params.n_threads = params.n_threads_batch = self.threads or os.cpu_count() or 1
         self._ctx = llama_cpp.llama_init_from_model(self._model, params)
         if not self._ctx:
             raise RuntimeError("llama.cpp could not make a context (out of memory?)")
@@ -216,6 +221,12 @@ class LlamaCppEngine:
     def forget_prefixes(self) -> None:
         """Drop the cached prefixes (a benchmark's model-only run starts cold, like a rollout)."""
         self._forget_prefixes()
+
+    def load_weights(self, checkpoint: Path) -> None:
+        """llama.cpp reads weights from a GGUF file only: the new version is exported and loaded anew,
+        with its context (a reload, not a switch in place)."""
+        self.close()
+        self._open(checkpoint)
 
     def close(self) -> None:
         if self._ctx:

@@ -98,6 +98,11 @@ class OpenAIEngine:
             finish="length" if choice.get("finish_reason") == "length" else "stop",
             engine="openai" if known else "openai:no-token-ids")
 
+    def load_weights(self, checkpoint) -> None:
+        raise NotImplementedError("--engine openai: the servers' weights belong to whoever started them (restart "
+                                  "them on the new checkpoint); the asynchronous loop needs a live engine: "
+                                  "transformers, vllm or llamacpp")
+
     def close(self) -> None:
         """Nothing to free: the servers belong to whoever started them."""
 

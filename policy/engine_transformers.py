@@ -28,7 +28,7 @@ from pathlib import Path
 
 from computerrl.policy import shared_attention
 from computerrl.policy.allocator import keep_freed_memory
-from computerrl.policy.checkpoint import load_model, load_tokenizer
+from computerrl.policy.checkpoint import load_model, load_tokenizer, load_weights
 from computerrl.policy.engines import ENGINES, Generation, Sampling
 from computerrl.policy.logprobs import chat_prompt_ids
 
@@ -166,6 +166,12 @@ class TransformersEngine:
                 finish="stop" if tokens[n - 1] == self.eos_id else "length",
                 entropy=entropy[b, :n].mean().item(), engine=self.engine))
         return results
+
+    def load_weights(self, checkpoint: Path) -> None:
+        """The new version's tensors copied into the loaded model; the system prompts' KV caches, computed
+        with the old ones, are dropped."""
+        load_weights(self.model, checkpoint)
+        self._prefixes.clear()
 
     def forget_prefixes(self) -> None:
         """Drop the cached system prompts (a benchmark's model-only run starts cold, like a rollout)."""

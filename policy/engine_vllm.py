@@ -131,5 +131,20 @@ class VLLMEngine:
                                       entropy=math.nan, engine=self.engine))
         return results
 
+    def load_weights(self, checkpoint: Path) -> None:
+        """A full checkpoint: vLLM reloads the weights in place from its folder (the engine, its KV cache
+        and its compiled graphs stay); a LoRA adapter: later requests name the new adapter. The prefix
+        cache, computed with the old weights, is dropped."""
+        checkpoint = Path(checkpoint)
+        if (checkpoint / ADAPTER_CONFIG).exists() != (self.lora is not None):
+            raise ValueError(f"{checkpoint}: the new version must be of the running one's kind (full or LoRA)")
+        if self.lora is not None:
+            from vllm.lora.request import LoRARequest
+
+            self.lora = LoRARequest(f"policy-{self.lora.lora_int_id + 1}", self.lora.lora_int_id + 1, str(checkpoint))
+        else:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(checkpoint)})
+        self.llm.reset_prefix_cache()
+
     def close(self) -> None:
         self.llm = None

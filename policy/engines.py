@@ -62,6 +62,10 @@ class Engine(Protocol):
     def count_tokens(self, text: str) -> int:
         """Tokens `text` costs in this engine's tokenizer (prompt budgets)."""
 
+    def load_weights(self, checkpoint) -> None:
+        """Take a new version of the same model, in place (the asynchronous loop's weight sync): no
+        reload from scratch where the engine allows it, and no cache of the old weights kept."""
+
     def close(self) -> None: ...
 
 

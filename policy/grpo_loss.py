@@ -12,7 +12,9 @@ succeeded and its action was valid). With R the rewards of all steps of the grou
 w is 1 when the trainer itself sampled the rows. When another engine did (vLLM, a server), its
 numbers differ from the trainer's by kernels and precision, so πold is recomputed by the trainer
 and w = min(πold_trainer / π_behaviour, cap) corrects for the mismatch (truncated importance
-sampling, as verl and TRL do).
+sampling, as verl and TRL do). Rows an older policy version sampled (the asynchronous loop's, a lag
+behind the trainer) are corrected the same way: πold is the trainer's current policy, w weighs
+the lag.
 """
 
 from __future__ import annotations
@@ -115,11 +117,13 @@ OWN_ENGINE = "transformers"  # rows it sampled (in float32) carry the trainer's 
 
 
 def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch_tokens: int,
-                   tis_cap: float | None, ref: str | None, dtype: str, prompts: list | None = None) -> dict:
+                   tis_cap: float | None, ref: str | None, dtype: str, prompts: list | None = None,
+                   version: str = "") -> dict:
     """What GRPO holds fixed over an update, per token of each row's response, as lists (saved for a resume):
-    πold (the sampler's numbers; the trainer's, for rows another engine sampled, with the truncated importance
-    weight w when `tis_cap` is set) and πref (the checkpoint `ref`; None: β = 0, no KL). `prompts`: the rows'
-    prompts as the model reads them (a vision model's `ScreenPrompt`s; default: their prompt_ids)."""
+    πold (the sampler's numbers; the trainer's, for rows another engine or another policy version than
+    `version` sampled, with the truncated importance weight w when `tis_cap` is set) and πref (the
+    checkpoint `ref`; None: β = 0, no KL). `prompts`: the rows' prompts as the model reads them (a vision
+    model's `ScreenPrompt`s; default: their prompt_ids); `version`: the trained model's ("" = any)."""
     import torch
 
     from computerrl.policy.checkpoint import load_model, resolve
@@ -143,7 +147,8 @@ def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch
         return out
 
     foreign = [i for i, r in enumerate(rows)
-               if r["engine"] != OWN_ENGINE or len(r["behavior_logprobs"]) != len(r["response_ids"])]
+               if r["engine"] != OWN_ENGINE or len(r["behavior_logprobs"]) != len(r["response_ids"])
+               or version and r.get("policy_version", version) != version]
     recomputed = trainer_logprobs(trainer.model, foreign) if foreign else {}
     old, weight = [], []
     for i, r in enumerate(rows):
@@ -156,7 +161,8 @@ def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch
         known = tis_cap is not None and len(behavior) == len(r["response_ids"])
         weight.append(truncated_is_weight(torch.tensor(recomputed[i]), torch.tensor(behavior), tis_cap).tolist()
                       if known else None)
-    fixed = {"old": old, "weight": weight}
+    fixed = {"old": old, "weight": weight, "stale_rows": sum(bool(version) and r.get("policy_version", version) != version
+                                                             for r in rows)}
     if ref is not None:
         ref_model = load_model(resolve(ref), device=str(trainer.device), dtype=dtype)
         ref_model.eval()
@@ -164,3 +170,12 @@ def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch
         fixed["ref"] = [by_row[i] for i in range(len(rows))]
         del ref_model
     return fixed
+
+
+def weight_figures(weights: list, cap: float) -> dict:
+    """The truncated importance weights of an update: their token mean and the share clipped at the cap
+    (nan when no row needed one)."""
+    flat = [w for ws in weights if ws is not None for w in ws]
+    if not flat:
+        return {"is_weight_mean": math.nan, "is_clip_fraction": math.nan}
+    return {"is_weight_mean": sum(flat) / len(flat), "is_clip_fraction": sum(w >= cap for w in flat) / len(flat)}

@@ -8,8 +8,9 @@ textbook (trajectory-level) GRPO:
    aborted trajectories (a desktop was lost) are left out entirely: they say nothing of the policy.
 3. πold is the sampler's own log-probabilities when the trainer's engine sampled the rows in
    float32. Rows of another engine or precision (`transformers:bfloat16`, `llamacpp:f16`, vLLM, a
-   server) get πold recomputed by the trainer before the first epoch,
-   and a truncated importance weight min(πold/πsampler, cap) per token (as verl and TRL).
+   server) or by an older policy version than --model (`async-rl`'s, a lag behind) get πold
+   recomputed by the trainer before the first epoch, and a truncated importance weight
+   min(πold/πsampler, cap) per token (as verl and TRL).
 4. Several epochs over the one batch (`--epochs`), each in `--updates-per-epoch` optimizer steps;
    the loss is the token-mean over the step's response tokens; logits only at response positions.
 
@@ -18,7 +19,8 @@ Reads:  --rollouts, one or more step datasets (schemas.STEP_FEATURES); --model, 
 Writes: --out, the updated checkpoint (full, or a LoRA adapter that rollout loads) with
         lineage.json, summary.json and OUT/metrics: per optimizer step loss, entropy, kl,
         clip_low, clip_high, ratio, grad_norm, lr, tokens, and the batch's mean_reward,
-        skipped_groups, groups, distinct_actions (mean distinct actions per group).
+        skipped_groups, groups, distinct_actions (mean distinct actions per group), stale_rows (sampled
+        by an older version), is_weight_mean and is_clip_fraction (the truncated importance weights).
 
     computerrl grpo --rollouts runs/rollout-0 --out runs/policy-1
     accelerate launch --config_file configs/accelerate/fsdp.yaml -m computerrl.cli.main grpo \\
@@ -72,7 +74,7 @@ def load_rows(paths: list[Path]) -> list[dict]:
     from computerrl.data.datasets_io import step_rows
 
     return step_rows(paths, ["task_id", "group_id", "sample", "prompt_ids", "response_ids", "behavior_logprobs",
-                             "reward", "action", "action_valid", "engine", "error"], screens=True)
+                             "reward", "action", "action_valid", "engine", "policy_version", "error"], screens=True)
 
 
 def sampling_temperature(paths: list[Path]) -> float:
@@ -108,7 +110,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
 
     from computerrl.data.datasets_io import lineage
     from computerrl.policy.checkpoint import policy_version, resolve
-    from computerrl.policy.grpo_loss import Clip, fixed_logprobs, group_advantages, rows_loss
+    from computerrl.policy.grpo_loss import Clip, fixed_logprobs, group_advantages, rows_loss, weight_figures
     from computerrl.policy.trainer import Trainer, micro_batches, new_version, progress
     from computerrl.policy.vision import screen_prompts
 
@@ -140,8 +142,9 @@ def run(cfg: GRPOConfig, console=None) -> dict:
             fixed.update(fixed_logprobs(trainer, rows, temperature, micro_batch_tokens=cfg.micro_batch_tokens,
                                         tis_cap=cfg.tis_cap if cfg.tis else None,
                                         ref=(cfg.ref or cfg.model) if cfg.beta else None, dtype=cfg.dtype,
-                                        prompts=prompts))
+                                        prompts=prompts, version=policy_version(resolve(cfg.model))))
             trainer.save_state()
+        figures.update(weight_figures(fixed["weight"], cfg.tis_cap), stale_rows=fixed.get("stale_rows", 0))
         old = [torch.tensor(x) for x in fixed["old"]]
         weight = [torch.tensor(x) if x is not None else None for x in fixed["weight"]]
         ref = [torch.tensor(x) for x in fixed["ref"]] if cfg.beta else None

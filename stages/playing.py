@@ -72,16 +72,17 @@ class PlayConfig:
         """What makes two runs the same run (a journal of another one is not resumed)."""
         return {k: str(v) for k, v in dataclasses.asdict(self).items() if k not in NOT_IN_KEY}
 
-    def open_policy(self) -> ModelPolicy:
-        """The policy, served by the thread that plays the episodes (`trajectories.play_all`), its prompt and
-        parser knowing the generated APIs of `apis` (registered here, beside the built-in ones)."""
+    def open_policy(self, model: str | Path = "") -> ModelPolicy:
+        """The policy (`model`, else --model), served by the thread that plays the episodes
+        (`trajectories.play_all`), its prompt and parser knowing the generated APIs of `apis` (registered
+        here, beside the built-in ones)."""
         from computerrl.policy.session import open_policy
 
         if self.apis is not None:
             from computerrl.apis.generated import load
 
             load(self.apis)
-        return open_policy(self.model, engine=self.engine, temperature=self.temperature,
+        return open_policy(str(model or self.model), engine=self.engine, temperature=self.temperature,
                            max_new_tokens=self.max_new_tokens, budgets=self.budgets, max_batch=self.max_batch,
                            seed=self.seed, device=self.device, llm_url=self.llm_url, background=False,
                            screens=self.screens, coordinates=self.coordinates)

@@ -3,7 +3,7 @@ demo and the paper's GPU recipe (`computerrl entropulse`; the Justfile's `demo` 
 `reproduce-osworld` call it). It is the one stage that runs other stages.
 
     spawn-envs → tasks build on its desktops → [eval of the base model] → sft on expert replays (BC) → eval
-      → RL phase 1: N × (rollout → grpo) → eval
+      → RL phase 1: N × (rollout → grpo), or with rl_loop=async N versions of `async-rl` → eval
       → Entropulse: filter-success over phase 1's rollouts → sft → eval
       → RL phase 2: N × (rollout → grpo), the Entropulse checkpoint as KL reference → eval
       → two tables (success per phase with intervals and paired tests; exploration) and RUN/schedule.png
@@ -77,6 +77,8 @@ class Schedule:
     rl_split: int = 0  # > 0: RL plays tasks of a split of this many (SUITE/rl), fresh instances of train's
     # templates that BC never imitated; 0: RL plays train's, on which BC ends near-perfect
     dynamic_sampling: int = 0  # DAPO: up to N more draws of rl_tasks tasks while fewer than rl_tasks groups have signal
+    rl_loop: str = "sync"  # sync: N × (rollout → grpo); async: `async-rl`, rl_tasks groups an update, desktops never idle
+    max_lag: int = 1  # the async loop's bound on the versions a trained group may lag behind
     samples: int = 4  # G
     grpo_epochs: int = 2
     lr_rl: float = 5e-5
@@ -91,6 +93,8 @@ class Schedule:
     # tasks at this temperature by phase 1's policy (more varied successes than its T = 1 rollouts)
 
     def __post_init__(self):
+        if self.rl_loop not in ("sync", "async"):
+            raise ValueError(f"rl_loop={self.rl_loop!r}: expected sync or async")
         if self.stop_after not in ("", *PHASES) or (self.stop_after == "base" and not self.eval_base):
             raise ValueError(f"stop_after={self.stop_after!r}: expected one of {', '.join(PHASES[1:])} "
                              "(or base, with eval_base)")
@@ -193,9 +197,10 @@ class Steps:
 def stages() -> dict[str, tuple[type, Any]]:
     """The schedule's steps: each stage's config class and run function (imported when a step runs)."""
     from computerrl.stages import eval as eval_stage
-    from computerrl.stages import filter_success, grpo, rollout, sft, spawn_envs, tasks_build
+    from computerrl.stages import async_rl, filter_success, grpo, rollout, sft, spawn_envs, tasks_build
 
     return {"tasks-build": (tasks_build.BuildConfig, tasks_build.run),
+            "async-rl": (async_rl.AsyncRLConfig, async_rl.run),
             "spawn-envs": (spawn_envs.SpawnEnvsConfig, spawn_envs.run),
             "eval": (eval_stage.EvalConfig, eval_stage.run), "rollout": (rollout.RolloutConfig, rollout.run),
             "grpo": (grpo.GRPOConfig, grpo.run), "sft": (sft.SFTConfig, sft.run),
@@ -270,6 +275,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         return _task_draw(rl_pool, to, s.rl_tasks, shuffle, part=part)
 
     def rl_phase(folder: str, start: str, first: int) -> tuple[str, list[Path]]:
+        if s.rl_loop == "async":
+            return async_phase(folder, start, first)
         policy, rollouts = start, []
         for i in range(first, first + s.rl_iterations):
             console.rule(f"RL {folder}: iteration {i}")
@@ -289,6 +296,16 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
                  seed=seed + i, **training)
             policy = str(out / folder / f"policy-{i}")
         return policy, rollouts
+
+    def async_phase(folder: str, start: str, first: int) -> tuple[str, list[Path]]:
+        console.rule(f"RL {folder}: asynchronous, {s.rl_iterations} versions")
+        run_dir = out / folder / "async"
+        step("async-rl", tasks=rl_pool, model=start, samples=s.samples, groups=s.rl_tasks or s.samples,
+             updates=s.rl_iterations, max_lag=s.max_lag, temperature=1.0, lr=s.lr_rl, grpo_epochs=s.grpo_epochs,
+             beta=s.beta, train_layers=s.train_layers, dtype=s.dtype, launcher=s.launcher, out=run_dir,
+             **(playing | {"seed": seed + first}))
+        return str(run_dir / f"policy-{s.rl_iterations}"), [run_dir / f"rollout-{v}" for v in
+                                                            range(1, s.rl_iterations + 1)]
 
     def entropulse_plays(policy: str) -> Path:
         step("rollout", tasks=train_draw(out / "entropulse-tasks", seed + 500), model=policy, samples=s.samples,

@@ -103,6 +103,19 @@ def test_rl_can_play_a_split_of_its_own_that_bc_never_imitated():
     assert {str(parse(c).params["tasks"]) for c in default if c[1] == "rollout"} == {"runs/d/tasks/train"}
 
 
+def test_an_rl_phase_can_run_as_the_asynchronous_loop_whose_outputs_entropulse_takes_as_they_are():
+    commands = dry_run("--preset", "demo", "--out", "runs/a", "--set", "rl_loop=async", "--set", "max_lag=2",
+                       "--set", "stop_after=entropulse")
+    loops = [parse(c) for c in commands if c[1] == "async-rl"]
+    assert len(loops) == 1 and not any(c[1] in ("rollout", "grpo") for c in commands)
+    loop = loops[0].params
+    assert (loop["updates"], loop["max_lag"], loop["groups"], str(loop["model"])) == (2, 2, 6, "runs/a/bc")
+    assert [str(c) for c in parse(next(c for c in commands if c[1] == "filter-success")).params["rollouts"]] == \
+        ["runs/a/rl1/async/rollout-1", "runs/a/rl1/async/rollout-2"]
+    evals = [parse(c).params for c in commands if c[1] == "eval"]
+    assert "runs/a/rl1/async/policy-2" in {str(e["model"]) for e in evals}
+
+
 @pytest.mark.parametrize("bad", ["nope=1", "rl_iterations", "rl_iterations=many"])
 def test_a_bad_setting_is_refused_with_the_known_ones(bad):
     result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", bad])

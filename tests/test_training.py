@@ -156,6 +156,40 @@ def test_grpo_rows_of_another_engine_get_the_trainers_old_logprobs_and_truncated
     assert with_kl["kl"] == pytest.approx(0.0, abs=1e-5) and with_kl["loss"] == pytest.approx(expected, rel=1e-3)
 
 
+def test_grpo_rows_an_older_version_sampled_are_weighed_for_their_lag(tmp_path):
+    """The asynchronous loop's rows: the trainer's own engine in float32, but an older policy version. πold is
+    the trainer's current policy (ratio 1 on the first epoch), the lag weighed by min(π_now / π_then, cap),
+    and the summary counts the stale rows and the weights clipped at the cap. Labelled with the trained
+    model's own version, the same rows are taken at their word (πold = their log-probs)."""
+    import torch
+
+    from computerrl.policy.checkpoint import embedded_checkpoint, load_model, load_tokenizer, policy_version
+    from computerrl.policy.logprobs import answer_ids, chat_prompt_ids, response_logprobs
+    from computerrl.stages.grpo import GRPOConfig, run
+
+    tok, model = load_tokenizer(embedded_checkpoint()), load_model(embedded_checkpoint())
+    rows = []
+    for sample, (chat, shift) in enumerate(zip(chat_rows(2), (0.5, 2.0))):  # e^0.5 kept, e^2 cut to the cap of 2
+        prompt, answer = chat_prompt_ids(tok, chat["messages"][:-1]), answer_ids(tok, chat["messages"][-1]["content"])
+        with torch.no_grad():
+            now = response_logprobs(model, [prompt], [answer])[0]
+        rows.append(step_row("t", sample, 0, success=sample == 0) | {
+            "prompt_ids": prompt, "response_ids": answer, "behavior_logprobs": (now - shift).tolist(),
+            "policy_version": "async-rl:policy-0:older"})
+    write_steps(tmp_path / "stale", rows)
+    summary = run(GRPOConfig(rollouts=[tmp_path / "stale"], out=tmp_path / "policy", epochs=1, lr=1e-6, temperature=1.0))
+    assert load(tmp_path / "policy" / "metrics")[0]["ratio"] == pytest.approx(1.0, abs=1e-4)
+    n = [len(r["response_ids"]) for r in rows]
+    assert summary["stale_rows"] == 2 and summary["is_clip_fraction"] == pytest.approx(n[1] / sum(n))
+    assert summary["is_weight_mean"] == pytest.approx((n[0] * float(torch.tensor(0.5).exp()) + n[1] * 2.0) / sum(n),
+                                                      rel=1e-4)
+    own = [r | {"policy_version": policy_version(embedded_checkpoint())} for r in rows]
+    write_steps(tmp_path / "own", own)
+    summary = run(GRPOConfig(rollouts=[tmp_path / "own"], out=tmp_path / "own-policy", epochs=1, lr=1e-6,
+                             temperature=1.0))
+    assert summary["stale_rows"] == 0 and summary["last"]["ratio"] > 1.5  # exp(shift): their numbers were πold
+
+
 def test_micro_batches_hold_every_row_once_group_alike_prompts_and_keep_the_budget():
     from computerrl.policy.logprobs import shared_prefix
     from computerrl.policy.trainer import micro_batches

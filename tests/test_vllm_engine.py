@@ -58,14 +58,17 @@ def trainer_gap(rows_prompts, rows_responses, rows_logprobs, folder) -> torch.Te
 @pytest.fixture(scope="module")
 def probe(vllm_bin, tmp_path_factory):
     """The engine in-process in .venv-vllm: three calc chats and a greeting, answered at T = 1 with seed 3
-    twice and seed 4 once, then greedily."""
+    twice and seed 4 once, then greedily, then at T = 1 after switching to another version of the model."""
+    from computerrl.bench.bench_async import other_version
+
     root = tmp_path_factory.mktemp("vllm-probe")
     spec = {"chats": [*calc_chats("Put 5 in B2.", "Sort column B.", "Put 7 in B9."),
                       [{"role": "user", "content": "Say hello."}]],
             "runs": [{"temperature": 1.0, "max_new_tokens": 24, "seed": 3},
                      {"temperature": 1.0, "max_new_tokens": 24, "seed": 3},
                      {"temperature": 1.0, "max_new_tokens": 24, "seed": 4},
-                     {"temperature": 0.0, "max_new_tokens": 48, "seed": 0}]}
+                     {"temperature": 0.0, "max_new_tokens": 48, "seed": 0},
+                     {"temperature": 1.0, "max_new_tokens": 24, "seed": 3, "load": str(other_version(root / "v1"))}]}
     (root / "chats.json").write_text(json.dumps(spec))
     done = subprocess.run([str(vllm_bin / "python"), str(REPO / "tests" / "vllm_probe.py"), str(embedded_checkpoint()),
                            str(root / "chats.json"), str(root / "out.json")], capture_output=True, text=True,
@@ -83,6 +86,17 @@ def test_real_vllm_logprobs_are_the_trainers_on_the_same_weights(probe):
                       [g["logprobs"] for g in gens], embedded_checkpoint())
     print(f"vllm vs trainer: max {gap.max().item():.2e}, mean {gap.mean().item():.2e} nats over {len(gap)} tokens")
     assert gap.max() < 1e-3 and gap.mean() < 1e-4
+
+
+def test_real_vllm_switched_to_another_version_in_place_answers_with_that_versions_numbers(probe):
+    """The asynchronous loop's weight sync: vLLM reloads the new checkpoint's weights into the running
+    engine (its prefix cache dropped); its log-probs are then the trainer's on the new weights, not the old."""
+    switched = probe["runs"][4]
+    gens = switched["generations"]
+    rows = ([g["prompt_ids"] for g in gens], [g["response_ids"] for g in gens], [g["logprobs"] for g in gens])
+    assert trainer_gap(*rows, switched["load"]).max() < 1e-4
+    assert trainer_gap(*rows, embedded_checkpoint()).max() > 1e-3
+    assert switched["load_seconds"] < 30
 
 
 def test_real_vllm_samples_the_same_answers_for_the_same_seed(probe):

@@ -4,7 +4,8 @@ the `vllm` engine on a checkpoint answers the chats it is given, and the answers
     .venv-vllm/bin/python tests/vllm_probe.py CHECKPOINT CHATS.json OUT.json
 
 CHATS.json holds {"chats": [...], "runs": [{"temperature": T, "max_new_tokens": N, "seed": S}, ...]}:
-every run answers every chat. vLLM starts its engine core in a process of its own, hence the
+every run answers every chat; a run with "load": FOLDER first switches the engine to that checkpoint's
+weights (`load_weights`, timed). vLLM starts its engine core in a process of its own, hence the
 `__main__` guard."""
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def main(checkpoint: str, chats_file: str, out_file: str) -> None:
     runs = []
     for run in spec["runs"]:
         engine.sampling = Sampling(run["temperature"], run["max_new_tokens"])
+        if "load" in run:
+            t = time.monotonic()
+            engine.load_weights(run["load"])
+            run = {**run, "load_seconds": time.monotonic() - t}
         t = time.monotonic()
         gens = engine.generate(spec["chats"], seed=run["seed"])
         runs.append({**run, "seconds": time.monotonic() - t, "generations": [dataclasses.asdict(g) for g in gens]})

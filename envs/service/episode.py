@@ -11,6 +11,7 @@ An episode whose desktop or server is lost, or whose task could not be set up, c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -22,6 +23,7 @@ OBSERVATION_FIELDS = ("focused_app", "windows", "a11y_tree", "app_info", "last_r
 
 
 EVALUATOR_ERROR = "evaluator error: "  # how a trajectory the evaluator could not score is marked (left out)
+DESKTOP_LOST = "desktop lost"  # how a trajectory whose desktop or server died is marked (played again elsewhere)
 
 
 def step_reward(success: bool, action_valid: bool) -> float:
@@ -47,20 +49,27 @@ class Trajectory:
 
 
 def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str = "", sample: int = 0,
-         task_dir: str = "", screenshots: bool = False) -> Trajectory:
-    """Play one episode of `task` on `env` (which caps it at `env.max_steps`)."""
+         task_dir: str = "", screenshots: bool = False, reset_holds_batch: bool = True) -> Trajectory:
+    """Play one episode of `task` on `env` (which caps it at `env.max_steps`).
+
+    `reset_holds_batch`: the episode is in play from its reset on, so the policy's batches wait for its
+    first chat (a moment: a reset takes about a second) rather than leave it for a batch of its own:
+    right where episodes start together (rollout, eval). False: from its first chat on (the asynchronous
+    loop, where episodes start at any time: the others' steps go on during a reset)."""
     t0 = time.monotonic()
     task_id = task.get("id", "")
     out = Trajectory(task_id, sample, [])
-    # The episode is in play from its reset on: the policy's batches wait for its first chat (a
-    # moment: a reset takes about a second) rather than leave it for a batch of its own.
-    with policy.episode():
+    with contextlib.ExitStack() as in_play:
+        if reset_holds_batch:
+            in_play.enter_context(policy.episode())
         try:
             obs, reset_info = env.reset(options={"task": task, "task_dir": task_dir})
         except EnvLost as e:
-            return _aborted(out, f"desktop lost at reset: {e}", t0)
+            return _aborted(out, f"{DESKTOP_LOST} at reset: {e}", t0)
         except EnvError as e:
             return _aborted(out, f"setup: {e}", t0)
+        if not reset_holds_batch:
+            in_play.enter_context(policy.episode())
         out.setup_notes = reset_info.get("setup_notes", [])
         instruction = task.get("instruction", "")
         history: list[tuple[str, str]] = []
@@ -71,7 +80,7 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
             frame = (decision.frame,) if decision.frame else ()  # a vision model's coordinate frame
             obs, _, terminated, truncated, info = env.step(decision.response, *frame)
             if info.get("aborted"):
-                return _aborted(out, f"desktop lost at step {step}: {info['aborted']}", t0)
+                return _aborted(out, f"{DESKTOP_LOST} at step {step}: {info['aborted']}", t0)
             row = {"task_id": task_id, "domain": domain, "group_id": group_id, "sample": sample, "step": step,
                    "instruction": instruction,
                    "observation": json.dumps({k: shown.get(k) for k in OBSERVATION_FIELDS}),
@@ -81,7 +90,7 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
                    "action": json.dumps(info["action"]) if info.get("action") is not None else "",
                    "action_valid": bool(info["action_valid"]), "exec_result": info.get("exec_result", ""),
                    "success": False, "score": 0.0, "reward": 0.0, "done": False,
-                   "env_id": getattr(env, "env_id", ""), "policy_version": policy.version,
+                   "env_id": getattr(env, "env_id", ""), "policy_version": decision.version or policy.version,
                    "engine": decision.engine or policy.engine_name, "error": ""}
             if screenshots:
                 row["screenshot"] = {"bytes": shown.get("screenshot") or None, "path": None}

@@ -57,17 +57,23 @@ def play_on_envs(envs: Path, policy, jobs: Sequence[tuple[TaskItem, int]], journ
 
 def step_dataset(journal: Journal, items: Sequence[TaskItem], samples: int, screenshots: bool):
     """(trajectory records, step dataset) of every (task, sample) in the journal, in task order."""
+    trajectories = [journal.get(trajectory_name(t.task_id, s)) for t in items for s in range(samples)]
+    return trajectories, rows_dataset([r for t in trajectories for r in t["rows"]], screenshots)
+
+
+def rows_dataset(rows: list[dict], screenshots: bool, extra: dict | None = None):
+    """A step dataset of journaled rows (their screenshots read back), with `extra` features beside the schema's."""
     import datasets
 
     from computerrl.data.schemas import STEP_FEATURES, STEP_WITH_SCREENSHOT_FEATURES
 
-    trajectories = [journal.get(trajectory_name(t.task_id, s)) for t in items for s in range(samples)]
-    rows = [with_screenshots(r) for t in trajectories for r in t["rows"]]
+    rows = [with_screenshots(r) for r in rows]
     # a vision model's rows carry their screenshots whether or not --screenshots asked for them
     features = STEP_WITH_SCREENSHOT_FEATURES if screenshots or any("screenshot" in r for r in rows) else STEP_FEATURES
-    ds = datasets.Dataset.from_list(rows, features=features) if rows else \
-        datasets.Dataset.from_dict({k: [] for k in features}, features=features)
-    return trajectories, ds
+    features = datasets.Features({**features, **(extra or {})})
+    if not rows:
+        return datasets.Dataset.from_dict({k: [] for k in features}, features=features)
+    return datasets.Dataset.from_list(rows, features=features)
 
 
 def play_all(pool, policy, jobs: Sequence[tuple[TaskItem, int]], journal: Journal, *, iteration: int = 0,
@@ -79,17 +85,8 @@ def play_all(pool, policy, jobs: Sequence[tuple[TaskItem, int]], journal: Journa
 
     def one(job: tuple[TaskItem, int]) -> dict:
         item, sample = job
-        with pool.lease() as env:
-            t = play(env, policy, item.task, domain=item.domain, group_id=f"{item.task_id}:{iteration}",
-                     sample=sample, task_dir=item.task_dir, screenshots=screenshots)
-        record = dataclasses.asdict(t)
-        for row in record["rows"]:
-            shot = row.pop("screenshot", None)
-            if shot and shot.get("bytes"):
-                png = journal.path(trajectory_name(item.task_id, sample), f"-step{row['step']}.png")
-                write_atomic(png, shot["bytes"])
-                row["screenshot_file"] = str(png)
-        return record
+        return play_for_journal(pool, policy, item, sample, f"{item.task_id}:{iteration}", journal,
+                                trajectory_name(item.task_id, sample), screenshots=screenshots)
 
     def tally(t: dict) -> dict:
         return {"steps": len(t["rows"]), "success": bool(t["success"]), "aborted": bool(t["error"])}
@@ -102,6 +99,23 @@ def play_all(pool, policy, jobs: Sequence[tuple[TaskItem, int]], journal: Journa
                  label=label, console=console, tally=tally, shown=shown,
                  on_done=lambda n: on_played(played=n["done"], **{k: v for k, v in n.items() if k != "done"}),
                  serve=policy.serve if getattr(policy, "needs_serving", False) else None)
+
+
+def play_for_journal(pool, policy, item: TaskItem, sample: int, group_id: str, journal: Journal, name: str, *,
+                     screenshots: bool = False, reset_holds_batch: bool = True) -> dict:
+    """One episode on a desktop of the pool, as the record the journal keeps under `name` (its screenshots
+    written beside it as PNG files)."""
+    with pool.lease() as env:
+        t = play(env, policy, item.task, domain=item.domain, group_id=group_id, sample=sample,
+                 task_dir=item.task_dir, screenshots=screenshots, reset_holds_batch=reset_holds_batch)
+    record = dataclasses.asdict(t)
+    for row in record["rows"]:
+        shot = row.pop("screenshot", None)
+        if shot and shot.get("bytes"):
+            png = journal.path(name, f"-step{row['step']}.png")
+            write_atomic(png, shot["bytes"])
+            row["screenshot_file"] = str(png)
+    return record
 
 
 def with_screenshots(row: dict) -> dict:
