@@ -88,7 +88,8 @@ def simulate(root: Path, desktops: int, sync: bool, args) -> dict:
 
 
 def spawn(root: Path, desktops: int):
-    """Generated Calc tasks with their file cache at ROOT, and a detached spawn-envs run of `desktops`."""
+    """Generated Calc tasks with their file cache at ROOT, and a detached spawn-envs run of `desktops` at ROOT/envs
+    (a run stopped before)."""
     import datasets
 
     from computerrl.data.datasets_io import save_atomic
@@ -166,22 +167,21 @@ def main() -> None:
     counts = [int(c) for c in args.desktops.split(",") if int(c)]
     with tempfile.TemporaryDirectory(prefix="bench-async-") as tmp:
         root = Path(tmp)
-        if counts:
-            spawn(root, max(counts))
+        for n in counts:
+            spawn(root, n)  # the loop plays on every desktop of the run
             try:
-                for n in counts:
-                    for sync in (True, False):
-                        mode = "sync" if sync else "async"
-                        s = simulate(root, n, sync, args)
-                        print(f"{n:>2} desktops, {mode:>5}: {s['steps_per_s']:.2f} steps/s, desktops busy "
-                              f"{s['desktop_busy']:.0%}, trainer busy {s['trainer_busy']:.0%}, {s['wall_s']:.0f} s, "
-                              f"lag {s['lag_mean']} mean / {s['lag_max']} max, {s['dropped_groups']} groups dropped",
-                              flush=True)
-                        for key in ("steps_per_s", "desktop_busy", "trainer_busy", "wall_s", "lag_mean", "lag_max",
-                                    "dropped_groups"):
-                            value = s[key]
-                            results[f"{mode}_{key}_{n}"] = round(value, 3) if isinstance(value, float) else value
-                    results[f"speedup_{n}"] = round(results[f"async_steps_per_s_{n}"] / results[f"sync_steps_per_s_{n}"], 2)
+                for sync in (True, False):
+                    mode = "sync" if sync else "async"
+                    s = simulate(root, n, sync, args)
+                    print(f"{n:>2} desktops, {mode:>5}: {s['steps_per_s']:.2f} steps/s, desktops busy "
+                          f"{s['desktop_busy']:.0%}, trainer busy {s['trainer_busy']:.0%}, {s['wall_s']:.0f} s, "
+                          f"lag {s['lag_mean']} mean / {s['lag_max']} max, {s['dropped_groups']} groups dropped",
+                          flush=True)
+                    for key in ("steps_per_s", "desktop_busy", "trainer_busy", "wall_s", "lag_mean", "lag_max",
+                                "dropped_groups"):
+                        value = s[key]
+                        results[f"{mode}_{key}_{n}"] = round(value, 3) if isinstance(value, float) else value
+                results[f"speedup_{n}"] = round(results[f"async_steps_per_s_{n}"] / results[f"sync_steps_per_s_{n}"], 2)
             finally:
                 stop(root)
         if args.syncs:

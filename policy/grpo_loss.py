@@ -161,8 +161,7 @@ def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch
         known = tis_cap is not None and len(behavior) == len(r["response_ids"])
         weight.append(truncated_is_weight(torch.tensor(recomputed[i]), torch.tensor(behavior), tis_cap).tolist()
                       if known else None)
-    fixed = {"old": old, "weight": weight, "stale_rows": sum(bool(version) and r.get("policy_version", version) != version
-                                                             for r in rows)}
+    fixed = {"old": old, "weight": weight}
     if ref is not None:
         ref_model = load_model(resolve(ref), device=str(trainer.device), dtype=dtype)
         ref_model.eval()

@@ -310,10 +310,10 @@ class Loop:
         for th in [*workers, trainer]:
             th.start()
         self.policy.serve(lambda: self.stopping)
-        wall = time.monotonic() - t0
         self.policy.close(engine=False)  # episodes in flight end now (aborted): they are not journaled
         for th in [*workers, trainer]:
             th.join(timeout=120)
+        wall = time.monotonic() - t0  # the desktops' last episodes included: busy ≤ wall
         if self.failure is not None:
             raise self.failure
         lags = [u["lag_max"] for u in self.updates if u["lag_max"] is not None]

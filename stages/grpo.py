@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 from collections import defaultdict
 from pathlib import Path
@@ -126,8 +127,11 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     rows = [dict(r, advantage=a) for r, a in zip(played, advantages) if r["group_id"] not in skipped]
     untrainable = [r for r in rows if not r["response_ids"] or not r["prompt_ids"]]
     rows = [r for r in rows if r["response_ids"] and r["prompt_ids"]]
+    version = policy_version(resolve(cfg.model))
     figures = batch_figures(played, skipped)
-    figures.update(aborted_rows=len(all_rows) - len(played), rows_without_token_ids=len(untrainable), rows=len(rows))
+    figures.update(aborted_rows=len(all_rows) - len(played), rows_without_token_ids=len(untrainable), rows=len(rows),
+                   stale_rows=sum(r["policy_version"] != version for r in played), is_weight_mean=math.nan,
+                   is_clip_fraction=math.nan)
     temperature = cfg.temperature or sampling_temperature(cfg.rollouts)
     clip = Clip(cfg.eps_low, cfg.eps_high, cfg.beta, cfg.tis_cap)
     trainer = Trainer(cfg, console)
@@ -142,9 +146,9 @@ def run(cfg: GRPOConfig, console=None) -> dict:
             fixed.update(fixed_logprobs(trainer, rows, temperature, micro_batch_tokens=cfg.micro_batch_tokens,
                                         tis_cap=cfg.tis_cap if cfg.tis else None,
                                         ref=(cfg.ref or cfg.model) if cfg.beta else None, dtype=cfg.dtype,
-                                        prompts=prompts, version=policy_version(resolve(cfg.model))))
+                                        prompts=prompts, version=version))
             trainer.save_state()
-        figures.update(weight_figures(fixed["weight"], cfg.tis_cap), stale_rows=fixed.get("stale_rows", 0))
+        figures.update(weight_figures(fixed["weight"], cfg.tis_cap))
         old = [torch.tensor(x) for x in fixed["old"]]
         weight = [torch.tensor(x) if x is not None else None for x in fixed["weight"]]
         ref = [torch.tensor(x) for x in fixed["ref"]] if cfg.beta else None

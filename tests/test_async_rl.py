@@ -103,8 +103,65 @@ def test_a_published_version_answers_every_later_step_and_a_sync_that_cannot_fin
     policy.close()
 
 
+@pytest.fixture(scope="module")
+def desktops(tmp_path_factory):
+    """Two generated Calc tasks with their file cache, and two desktops behind a detached spawn-envs."""
+    with generated_desktops(tmp_path_factory.mktemp("async"), tasks=2, desktops=2) as root:
+        yield root
+
+
+def stand_in_run(root, out, *, sync: bool, max_lag: int, on_start=lambda cfg: None) -> dict:
+    """The loop on the desktops with STAND-INS for the GPU parts: an engine answering at once, a trainer
+    taking 8 s an update."""
+    from rich.console import Console
+
+    from computerrl.bench.bench_async import StandInEngine, stand_in_trainer
+    from computerrl.policy.agent import ModelPolicy
+    from computerrl.policy.checkpoint import embedded_checkpoint, policy_version
+    from computerrl.policy.prompt import BUDGETS
+    from computerrl.stages.async_rl import AsyncRLConfig, run
+
+    cfg = AsyncRLConfig(tasks=root / "tasks", envs=root / "envs", out=out, samples=2, groups=1, updates=2,
+                        max_lag=max_lag, sync=sync, max_steps=2)
+    policy = ModelPolicy(StandInEngine(0.05), BUDGETS["tiny"], version=policy_version(embedded_checkpoint()),
+                         max_batch=2, background=False)
+    on_start(cfg)
+    return run(cfg, Console(quiet=True), train=stand_in_trainer(8.0), policy=policy)
+
+
 @pytest.mark.desktop
-def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(tmp_path):
+def test_stale_groups_are_dropped_a_lost_desktop_costs_its_episode_and_the_sync_loop_leaves_desktops_idle(desktops):
+    """Asynchronous with --max-lag 0: the groups played while the trainer trained are a version behind once
+    it publishes, and are dropped, never trained on. One env server is SIGKILLed mid-run: its episode is
+    played again on another desktop, and the run ends with its two versions. Synchronous: nothing lags,
+    nothing is dropped, and the desktops wait for the trainer (busy less of the time)."""
+    import datasets
+
+    from computerrl.envs.fleet.manifest import read_manifest
+
+    def kill_a_server_once_a_trajectory_is_in(cfg):
+        def kill():
+            deadline = time.monotonic() + 120
+            while not list(cfg.journal.glob("item-*.json")) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            handles, _ = read_manifest(desktops / "envs")
+            os.kill(handles[0].detail["pid"], signal.SIGKILL)
+
+        threading.Thread(target=kill, daemon=True).start()
+
+    lagging = stand_in_run(desktops, desktops / "async", sync=False, max_lag=0,
+                           on_start=kill_a_server_once_a_trajectory_is_in)
+    assert lagging["versions"] == 2 and lagging["dropped_groups"] >= 1 and lagging["replayed"] >= 1, lagging
+    for v in (1, 2):
+        batch = datasets.load_from_disk(str(desktops / "async" / f"rollout-{v}"))
+        assert set(batch["lag"]) == {0} and not any(batch["error"])
+    in_step = stand_in_run(desktops, desktops / "sync", sync=True, max_lag=1)
+    assert in_step["versions"] == 2 and in_step["dropped_groups"] == 0 and in_step["lag_max"] == 0, in_step
+    assert in_step["desktop_busy"] < lagging["desktop_busy"]
+
+
+@pytest.mark.desktop
+def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(desktops, tmp_path):
     """Two desktops play while GRPO trains in a process of its own: the first trainer process fails and is
     run again; the run is killed once version 1 is out, and rerun, it publishes version 2 without training
     version 1 again. Every batch's rows were sampled by versions at most --max-lag behind the one trained."""
@@ -115,24 +172,23 @@ def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(tmp
     flaky = tmp_path / "flaky.sh"  # the first trainer process dies, as one the machine killed
     flaky.write_text(f'[ -e "{tmp_path}/failed-once" ] || {{ touch "{tmp_path}/failed-once"; exit 3; }}\n'
                      f'exec "{sys.executable}" "$@"\n')
-    out = tmp_path / "async"
-    with generated_desktops(tmp_path, tasks=2, desktops=2) as root:
-        command = [sys.executable, "-m", "computerrl.cli.main", "async-rl", "--tasks", str(root / "tasks"),
-                   "--envs", str(root / "envs"), "--samples", "2", "--groups", "1", "--updates", "2", "--max-lag", "1",
-                   "--max-steps", "2", "--max-new-tokens", "24", "--train-layers", "2", "--grpo-epochs", "1",
-                   "--launcher", f"bash {flaky}", "--out", str(out)]
-        first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 start_new_session=True)
-        deadline = time.monotonic() + 600
-        while not (out / "policy-1" / "summary.json").exists() and first.poll() is None:
-            assert time.monotonic() < deadline, "version 1 not published within 10 minutes"
-            time.sleep(0.5)
-        os.killpg(first.pid, signal.SIGKILL)  # the loop, its desktops' workers and any trainer process
-        said = first.communicate()[0]
-        assert "trainer for version 1 failed" in said, said
-        weights = (out / "policy-1" / "model.safetensors").stat().st_mtime_ns
-        second = subprocess.run(command, capture_output=True, text=True, timeout=900)
-        assert second.returncode == 0, second.stdout + second.stderr
+    out, root = tmp_path / "async", desktops
+    command = [sys.executable, "-m", "computerrl.cli.main", "async-rl", "--tasks", str(root / "tasks"),
+               "--envs", str(root / "envs"), "--samples", "2", "--groups", "1", "--updates", "2", "--max-lag", "1",
+               "--max-steps", "2", "--max-new-tokens", "24", "--train-layers", "2", "--grpo-epochs", "1",
+               "--launcher", f"bash {flaky}", "--out", str(out)]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    deadline = time.monotonic() + 600
+    while not (out / "loop.jsonl").exists() and first.poll() is None:  # its line: version 1 is out
+        assert time.monotonic() < deadline, "version 1 not published within 10 minutes"
+        time.sleep(0.5)
+    os.killpg(first.pid, signal.SIGKILL)  # the loop, its desktops' workers and any trainer process
+    said = first.communicate()[0]
+    assert "trainer for version 1 failed" in said, said
+    weights = (out / "policy-1" / "model.safetensors").stat().st_mtime_ns
+    second = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stdout + second.stderr
     assert "resuming: 1 of 2 versions published" in second.stdout
     assert (out / "policy-1" / "model.safetensors").stat().st_mtime_ns == weights  # not trained again
     versions = [policy_version(embedded_checkpoint()), policy_version(out / "policy-1"), policy_version(out / "policy-2")]
