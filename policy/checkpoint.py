@@ -130,7 +130,6 @@ def load_model(folder: Path, *, device: str = "cpu", dtype: str = "float32", tra
     return model.train(trainable)
 
 
-
 def load_weights(model, folder: Path) -> None:
     """Copy a checkpoint's weights into `model`, in place: a live engine's switch to a new policy
     version, with no model built anew. The checkpoint must be of the model's kind (full, or a LoRA
@@ -158,6 +157,7 @@ def load_weights(model, folder: Path) -> None:
     if unexpected or set(missing) - tied:
         raise ValueError(f"{folder} does not fit the running model: missing {sorted(set(missing) - tied)[:3]}, "
                          f"unexpected {unexpected[:3]}")
+
 
 @contextlib.contextmanager
 def peft_quietly():

@@ -132,6 +132,7 @@ class Loop:
         self.busy = {"desktops": 0.0, "trainer": 0.0}
         self.counts = {"steps": 0, "trajectories": 0, "replayed": 0, "dropped_groups": 0}
         self.updates: list[dict] = []
+        self.bar, self.started = None, time.monotonic()  # (rich Progress, its task) while `run` runs
         self._resume_journal()
 
     def _resume_journal(self) -> None:
@@ -188,6 +189,7 @@ class Loop:
                 group.trajectories[sample] = record
                 self.counts["trajectories"] += 1
                 self.counts["steps"] += len(record["rows"])
+                self._show()
                 self.cond.notify_all()
 
     # --- the trainer's side ---------------------------------------------------------------------
@@ -241,6 +243,7 @@ class Loop:
                     self.busy["trainer"] += trained_s
                     self.versions.append(name)
                     self.trained.update(draws)
+                    self._show()
                     self.cond.notify_all()
                 line = {"version": version, "policy_version": name, "draws": draws, "groups": len(draws),
                         "lag_mean": sum(lags) / len(lags) if lags else None, "lag_max": max(lags, default=None),
@@ -252,7 +255,7 @@ class Loop:
                     log.write(json.dumps(line) + "\n")
                 self.updates.append(line)
                 self.console.print(f"version {version} published ({name}): {len(draws)} groups, lag "
-                                   f"{line['lag_mean'] if lags else '?'} mean / {line['lag_max']} max, trained in "
+                                   f"{line['lag_mean'] or 0:.2f} mean / {line['lag_max']} max, trained in "
                                    f"{trained_s:.0f} s, switched in {sync.load_s:.2f} s (+{sync.waited_s:.2f} s "
                                    f"waiting for the batch in flight), {self.counts['dropped_groups']} groups dropped")
         except Exception as e:  # noqa: BLE001 - the run stops, saying why; a rerun resumes
@@ -292,6 +295,15 @@ class Loop:
         return [r["lag"] for r in rows]
 
     # --- both -----------------------------------------------------------------------------------
+    def _show(self) -> None:
+        """The progress bar: versions published, and what the desktops have played so far."""
+        if self.bar is not None:
+            bar, task = self.bar
+            seconds = time.monotonic() - self.started
+            bar.update(task, completed=len(self.versions) - 1, shown=(
+                f"{self.counts['trajectories']} trajectories · {self.counts['steps'] / seconds:.2f} steps/s · "
+                f"{self.counts['dropped_groups']} groups dropped"))
+
     def _fail(self, e: BaseException) -> None:
         with self.cond:
             self.failure = self.failure or e
@@ -304,15 +316,21 @@ class Loop:
 
     def run(self) -> dict:
         """Workers and trainer in threads, the policy served on this one, until N versions are published."""
-        t0 = time.monotonic()
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        t0 = self.started = time.monotonic()
         workers = [threading.Thread(target=self.worker, name=f"desktop-{k}", daemon=True) for k in range(self.pool.size)]
         trainer = threading.Thread(target=self.trainer, name="trainer", daemon=True)
-        for th in [*workers, trainer]:
-            th.start()
-        self.policy.serve(lambda: self.stopping)
-        self.policy.close(engine=False)  # episodes in flight end now (aborted): they are not journaled
-        for th in [*workers, trainer]:
-            th.join(timeout=120)
+        with Progress(TextColumn("versions"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[shown]}"),
+                      TimeElapsedColumn(), console=self.console) as bar:
+            self.bar = bar, bar.add_task("versions", total=self.cfg.updates, completed=len(self.versions) - 1,
+                                         shown="")
+            for th in [*workers, trainer]:
+                th.start()
+            self.policy.serve(lambda: self.stopping)
+            self.policy.close(engine=False)  # episodes in flight end now (aborted): they are not journaled
+            for th in [*workers, trainer]:
+                th.join(timeout=120)
         wall = time.monotonic() - t0  # the desktops' last episodes included: busy ≤ wall
         if self.failure is not None:
             raise self.failure

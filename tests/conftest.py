@@ -33,7 +33,8 @@ from computerrl.envs.service.server import EnvServer
 
 # The files that take minutes, longest first (measured serially: 2 to 10 min each): the two workers take
 # them first and end together, instead of one of them starting the longest file last.
-SLOWEST_FIRST = ("test_entropulse.py", "test_rollout.py", "test_vllm_engine.py", "test_docker_backend_real_engine.py",
+SLOWEST_FIRST = ("test_entropulse.py", "test_rollout.py", "test_vllm_engine.py", "test_async_rl.py",
+                 "test_docker_backend_real_engine.py",
                  "test_suites.py", "test_build_apis.py", "test_distributed_training.py", "test_chrome.py",
                  "test_sandbox_attacks.py", "test_policy.py", "test_vscode.py", "test_training.py")
 

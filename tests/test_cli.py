@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from computerrl.cli import async_rl as async_rl_cli
 from computerrl.cli import eval as eval_cli
 from computerrl.cli import filter_success as filter_success_cli
 from computerrl.cli import grpo as grpo_cli
@@ -25,11 +26,12 @@ from computerrl.cli.main import app
 from computerrl.cli.options import REQUIRED
 from computerrl.envs.fleet.pidfile import is_supervisor
 from computerrl.stages import eval as eval_stage
-from computerrl.stages import build_apis, filter_success, grpo, rollout, sft, spawn_envs, tasks_build
+from computerrl.stages import async_rl, build_apis, filter_success, grpo, rollout, sft, spawn_envs, tasks_build
 
 STAGES = {"spawn-envs": (spawn_envs_cli.command, spawn_envs.SpawnEnvsConfig),
           "rollout": (rollout_cli.command, rollout.RolloutConfig),
           "grpo": (grpo_cli.command, grpo.GRPOConfig),
+          "async-rl": (async_rl_cli.command, async_rl.AsyncRLConfig),
           "filter-success": (filter_success_cli.command, filter_success.FilterSuccessConfig),
           "sft": (sft_cli.command, sft.SFTConfig),
           "eval": (eval_cli.command, eval_stage.EvalConfig)}
@@ -109,6 +111,7 @@ BAD = {  # one value each stage's config refuses, and the option its message nam
     "rollout": (["--max-steps", "0"], "--max-steps"),
     "eval": (["--samples", "3"], "--samples"),
     "grpo": (["--rollouts", "{tmp}", "--eps-low", "1"], "--eps-low"),
+    "async-rl": (["--max-lag", "-1"], "--max-lag"),
     "filter-success": (["--rollouts", "{tmp}", "--k", "-2"], "--k"),
     "sft": (["--data", "{tmp}", "--batch-rows", "0"], "--batch-rows"),
     "build-apis": (["--rounds", "0"], "--rounds"),

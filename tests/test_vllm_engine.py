@@ -100,7 +100,7 @@ def test_real_vllm_switched_to_another_version_in_place_answers_with_that_versio
 
 
 def test_real_vllm_samples_the_same_answers_for_the_same_seed(probe):
-    first, again, other, _ = ([g["response_ids"] for g in run["generations"]] for run in probe["runs"])
+    first, again, other = ([g["response_ids"] for g in run["generations"]] for run in probe["runs"][:3])
     assert first == again
     assert first != other  # another seed, other answers (12+ tokens sampled at T = 1 each)
 
