@@ -1,6 +1,7 @@
 """Asynchronous-loop benchmark: what decoupling rollout from training buys, and what a weight sync costs.
 
     python -m computerrl.bench.bench_async                     # simulation at 4 and 16 desktops, syncs (~15 min)
+    python -m computerrl.bench.bench_async --desktops 0        # the weight syncs only (~2 min)
     python -m computerrl.bench.bench_async --desktops 4 --updates 2
 
 - The shape at GPU scale, simulated: real desktops (generated Calc tasks, env servers over gRPC) under
@@ -13,7 +14,7 @@
   wall time, the groups dropped as too stale, and the lag.
 - Weight sync of the embedded model per engine: a live engine switched to another checkpoint of it
   (`Engine.load_weights`), median of `--syncs`: transformers (tensors copied in place), llamacpp
-  (exported to GGUF and loaded anew), vllm (vLLM's in-place reload, in .venv-vllm when it is there).
+  (exported to GGUF and loaded anew), vllm (in .venv-vllm when it is there: in place on a GPU, started anew on a CPU).
 Prints the figures, then one flat JSON line of results.
 """
 
