@@ -130,9 +130,9 @@ SYNC_SCRIPT = """
 import json, sys, time
 from computerrl.policy.checkpoint import embedded_checkpoint
 from computerrl.policy.engines import Sampling, make_engine
-engine = make_engine(sys.argv[1], embedded_checkpoint(), Sampling(1.0, 8), **json.loads(sys.argv[3]))
+engine = make_engine(sys.argv[1], embedded_checkpoint(), Sampling(1.0, 8))
 times = []
-for k in range(int(sys.argv[4])):
+for k in range(int(sys.argv[3])):
     t = time.monotonic()
     engine.load_weights(sys.argv[2] if k % 2 == 0 else embedded_checkpoint())
     times.append(time.monotonic() - t)
@@ -140,10 +140,10 @@ print(json.dumps(times))
 """
 
 
-def sync_times(python: str, engine: str, checkpoint: Path, syncs: int, options: dict) -> list[float] | str:
+def sync_times(python: str, engine: str, checkpoint: Path, syncs: int) -> list[float] | str:
     """Seconds each switch of a live engine on the embedded model took (alternating it and `checkpoint`),
     in a process of `python`'s; or why it could not run."""
-    done = subprocess.run([python, "-c", SYNC_SCRIPT, engine, str(checkpoint), json.dumps(options), str(syncs)],
+    done = subprocess.run([python, "-c", SYNC_SCRIPT, engine, str(checkpoint), str(syncs)],
                           capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
@@ -188,13 +188,12 @@ def main() -> None:
         if args.syncs:
             checkpoint = other_version(root / "other")
             vllm_python = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
-            engines = [(sys.executable, "transformers", {}), (sys.executable, "llamacpp", {})]
-            engines.append((str(vllm_python), "vllm", {}))
-            for python, engine, options in engines:
-                if engine == "vllm" and not vllm_python.exists():
-                    print("vllm: no .venv-vllm here (install.sh builds it)")
+            for python, engine in [(sys.executable, "transformers"), (sys.executable, "llamacpp"),
+                                   (str(vllm_python), "vllm")]:
+                if not Path(python).exists():
+                    print(f"{engine}: no {python} here (install.sh builds .venv-vllm)")
                     continue
-                times = sync_times(python, engine, checkpoint, args.syncs, options)
+                times = sync_times(python, engine, checkpoint, args.syncs)
                 if isinstance(times, str):
                     print(f"{engine}: weight sync not measured: {times}")
                     continue

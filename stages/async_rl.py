@@ -132,7 +132,7 @@ class Loop:
         self.busy = {"desktops": 0.0, "trainer": 0.0}
         self.counts = {"steps": 0, "trajectories": 0, "replayed": 0, "dropped_groups": 0}
         self.updates: list[dict] = []
-        self.bar, self.started = None, time.monotonic()  # (rich Progress, its task) while `run` runs
+        self.bar = None  # (rich Progress, its task) while `run` runs
         self._resume_journal()
 
     def _resume_journal(self) -> None:
@@ -154,7 +154,7 @@ class Loop:
                 if self.todo:
                     draw, sample = self.todo.pop(0)
                     return self.groups[draw], sample
-                if not self.cfg.sync or self.next_draw < (len(self.versions)) * self.cfg.groups:
+                if not self.cfg.sync or self.next_draw < len(self.versions) * self.cfg.groups:
                     draw, self.next_draw = self.next_draw, self.next_draw + 1
                     self.groups[draw] = Group(draw, self.order[draw % len(self.order)])
                     self.todo += [(draw, s) for s in range(1, self.cfg.samples)]
@@ -193,12 +193,14 @@ class Loop:
                 self.cond.notify_all()
 
     # --- the trainer's side ---------------------------------------------------------------------
+    def row_lag(self, row: dict) -> int:
+        """The current version minus the one that answered the row (a version not published here: 0's)."""
+        return len(self.versions) - 1 - (self.versions.index(row["policy_version"])
+                                         if row["policy_version"] in self.versions else 0)
+
     def lag(self, group: Group) -> int:
-        """The current version minus the oldest one that answered in the group."""
-        index = {v: i for i, v in enumerate(self.versions)}
-        now = len(self.versions) - 1
-        return now - min((index.get(r["policy_version"], 0) for t in group.trajectories.values() for r in t["rows"]),
-                         default=now)
+        """The lag of the oldest version that answered in the group."""
+        return max((self.row_lag(r) for t in group.trajectories.values() for r in t["rows"]), default=0)
 
     def _take_batch(self) -> list[Group] | None:
         """The --groups oldest complete groups within the lag bound (waits for them); None when stopping."""
@@ -283,10 +285,9 @@ class Loop:
         from computerrl.data.datasets_io import lineage, save_atomic
         from computerrl.envs.service.trajectories import rows_dataset
 
-        index = {v: i for i, v in enumerate(self.versions)}
         now = len(self.versions) - 1
-        rows = [dict(r, lag=now - index.get(r["policy_version"], 0)) for g in batch
-                for s in sorted(g.trajectories) for r in g.trajectories[s]["rows"]]
+        rows = [dict(r, lag=self.row_lag(r)) for g in batch for s in sorted(g.trajectories)
+                for r in g.trajectories[s]["rows"]]
         ds = rows_dataset(rows, self.policy.sees_screen, {"lag": datasets.Value("int32")})
         card = lineage("async-rl", self.cfg, {"tasks": str(self.cfg.tasks), "envs": str(self.cfg.envs),
                                               "model": self._checkpoint(now)})

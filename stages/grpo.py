@@ -183,7 +183,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     summary = dict(figures, updates=trainer.updates, temperature=temperature,
                    last={k: v for k, v in trainer.state["log"][-1].items() if k not in figures})
     card = lineage("grpo", cfg, {"rollouts": [str(p) for p in cfg.rollouts], "model": cfg.model, "ref": cfg.ref})
-    card.update(policy_version=new_version("grpo", cfg.out), parent=policy_version(resolve(cfg.model)))
+    card.update(policy_version=new_version("grpo", cfg.out), parent=version)
     trainer.state.pop("fixed", None)
     out = trainer.save_final(card, summary)
     console.print(f"wrote {out}: {trainer.updates} optimizer steps on {len(rows)} steps")
