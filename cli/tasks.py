@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,14 +16,24 @@ app = typer.Typer(help="Task files in OSWorld's JSON format: check what this bui
 
 
 @app.command("check", help="Load every task file under FOLDER and report what loads, what is malformed (file and "
-             "field) and which setup steps, getters and metrics the rest need that this build lacks. Exit code 1 "
-             "when any file is malformed or unsupported.")
+             "field) and which setup steps, getters and metrics the rest need that this build lacks. With --run, "
+             "also reset every supported task on the desktops of a spawn-envs run and score it untouched (the "
+             "agent's first answer is 'done'): a task that scores above 0 then rewards doing nothing, and RL learns "
+             "exactly that. Exit code 1 when any file is malformed or unsupported, or (--run) any task scores "
+             "untouched.")
 def check(
     folder: Annotated[Path, typer.Argument(help="Folder searched recursively for *.json task files.")],
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every problem, not only a summary.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON line: files, supported, unsupported "
                                           "by reason, malformed, needs-account, agent-code (supported, but scored "
-                                          "by running a file the agent can rewrite).")] = False,
+                                          "by running a file the agent can rewrite); with --run, untouched: "
+                                          "played, scored (the tasks above 0), not set up.")] = False,
+    run_them: Annotated[bool, typer.Option("--run", help="Score every supported task untouched on real desktops "
+                                           "(--envs); resumable: rerun the same command.")] = False,
+    envs: Annotated[Path, typer.Option(help="With --run: a spawn-envs run whose desktops play (give it --cache with "
+                                            "the files the tasks download).")] = Path("runs/envs"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="With --run: where untouched.json (task, score, detail, "
+                                                          "error) and the resumable plays go.")] = Path("runs/untouched"),
 ):
     from rich.console import Console
     from rich.table import Table
@@ -50,9 +61,27 @@ def check(
         typer.echo(line)  # unwrapped: one problem per line, easy to grep
     if listed and not verbose:
         console.print("(--verbose lists these files one by one)")
+    summary, starts_solved = report.summary(), []
+    if run_them:
+        from computerrl.stages.tasks_untouched import score_untouched
+
+        try:
+            records = score_untouched(folder, envs, out, console=console)
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
+        starts_solved = [r for r in records if r["score"] > 0]
+        not_set_up = Counter(r["error"].partition(":")[0] for r in records if r["error"])
+        console.print(f"untouched: played {len(records)}, [red]{len(starts_solved)} score above 0 with no action[/], "
+                      f"{sum(not_set_up.values())} could not be set up here"
+                      + (f" ({', '.join(f'{k}: {v}' for k, v in not_set_up.most_common())})" if not_set_up else "")
+                      + f"; every score in {out / 'untouched.json'}")
+        for r in starts_solved:
+            typer.echo(f"starts solved: {r['task_id']}: scores {r['score']:g} untouched ({r['detail'][:200]})")
+        summary["untouched"] = {"played": len(records), "scored": {r["task_id"]: r["score"] for r in starts_solved},
+                                "not_set_up": sum(not_set_up.values())}
     if as_json:
-        typer.echo(json.dumps(report.summary()))
-    raise typer.Exit(0 if report.all_supported else 1)
+        typer.echo(json.dumps(summary))
+    raise typer.Exit(0 if report.all_supported and not starts_solved else 1)
 
 
 @app.command("fetch", help="Download every file a folder of task files needs (download steps, cloud_file getters) "

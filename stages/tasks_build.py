@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the templates load when a suite is built: `computerrl --hel
     from computerrl.envs.tasks.suites import Instance
 
 JOURNAL = ".replays"  # replays of a build in progress (data/journal.py): a rerun resumes from them
+UNTOUCHED = ":untouched"  # the journal key of an instance's untouched play: its task id and this
 
 
 @dataclasses.dataclass
@@ -111,9 +112,9 @@ def run(cfg: BuildConfig, console=None) -> dict:
     summary: dict = {"generated": {split: len(insts) for split, insts in drawn.items()},
                      "generate_s": round(gen_s, 2)}
     if cfg.replay and everything:
-        replays = _replay(cfg, out, everything, console)
-        kept = {r.task_id for r in replays if r.success}
-        dropped = {r.task_id: why_dropped(r) for r in replays if not r.success}
+        replays, untouched = _replay(cfg, out, everything, console)
+        dropped = {r.task_id: why for r, u in zip(replays, untouched) if (why := why_dropped(r, u))}
+        kept = {i.task_id for i in everything} - set(dropped)
         reasons = Counter(why.split(":")[0] for why in dropped.values())
         console.print(f"replay: kept {len(kept)}, dropped {len(dropped)}" +
                       (f" ({', '.join(f'{k}: {v}' for k, v in reasons.items())})" if dropped else ""))
@@ -122,12 +123,12 @@ def run(cfg: BuildConfig, console=None) -> dict:
         drawn = {split: [i for i in insts if i.task_id in kept] for split, insts in drawn.items()}
         # BC trains on these: a test task's solution must not leak into it
         train_ids = {i.task_id for i in drawn["train"]}
-        rows = [row for r in replays if r.success and r.task_id in train_ids for row in r.rows]
+        rows = [row for r in replays if r.task_id in train_ids for row in r.rows]
         expert = datasets.Dataset.from_list(rows, features=STEP_FEATURES) if rows else \
             datasets.Dataset.from_dict({k: [] for k in STEP_FEATURES}, features=STEP_FEATURES)
         save_atomic(expert, out / "expert", lineage=lineage("tasks build", cfg))
-        summary.update(kept=len(kept), dropped=dropped, expert_steps=len(rows),
-                       replay_s=round(sum(r.seconds for r in replays), 1))
+        summary.update(kept=len(kept), dropped=dropped, dropped_by_reason=dict(reasons), expert_steps=len(rows),
+                       replay_s=round(sum(r.seconds for r in replays + untouched), 1))
     written = {split: insts for split, insts in drawn.items() if split in ("train", "test") or getattr(cfg, split)}
     for split, insts in written.items():
         ds = datasets.Dataset.from_dict(task_rows(insts, cfg.holdout), features=TASK_FEATURES)
@@ -139,34 +140,53 @@ def run(cfg: BuildConfig, console=None) -> dict:
     return summary
 
 
-def why_dropped(t) -> str:
-    """A replay's reason for dropping its task: "setup: …", "desktop lost …" or "score 0: <detail>"."""
-    return t.error or f"score {t.score:g}: {t.detail}".strip()
+def why_dropped(solved, untouched) -> str:
+    """Why a task is dropped ("" = kept), from its reference solution's replay and its untouched play:
+    "setup: …", "desktop lost …", "score 0: <detail>" (the solution fails), "starts solved: …" (its
+    untouched start already scores: RL would learn to do nothing) or "untouched: …" (that play failed)."""
+    if not solved.success:
+        return solved.error or f"score {solved.score:g}: {solved.detail}".strip()
+    if untouched.error:
+        return f"untouched: {untouched.error}"
+    if untouched.score > 0:
+        return f"starts solved: scores {untouched.score:g} with no action ({untouched.detail})"
+    return ""
 
 
-def replay_all(pool, instances: list[Instance], expert_prompt, journal, *, console=None) -> list:
-    """Play every instance's reference solution on the pool's desktops, one worker per desktop, each
-    replay journaled as it finishes (`journal`: data/journal.Journal); the replays (journaled ones too)
-    come back in the order of `instances`. `expert_prompt`: (Budgets, count_tokens) the expert's chats
-    are built with."""
+@dataclasses.dataclass(frozen=True)
+class Scripted:
+    """One scripted play: `solution`'s lines are the agent's answers, one per step."""
+    name: str  # its journal key
+    task: dict
+    domain: str
+    solution: tuple[str, ...]
+    task_dir: str = ""
+
+
+NO_ACTION = ("Agent.exit(success=True)",)  # "done" before any action: scores the state the setup left
+
+
+def play_scripted(pool, plays: list[Scripted], expert_prompt, journal, *, label: str, console=None) -> list:
+    """Play every scripted play on the pool's desktops, one worker per desktop, each journaled as it
+    finishes (`journal`: data/journal.Journal); the trajectories (journaled ones too) come back in the
+    order of `plays`. `expert_prompt`: (Budgets, count_tokens) the expert's chats are built with."""
     from computerrl.data.journal import work_through
     from computerrl.envs.service.client import EnvError
     from computerrl.envs.service.episode import Trajectory, play
     from computerrl.policy.agent import ExpertPolicy
 
-    def one(inst: Instance) -> dict:
+    def one(p: Scripted) -> dict:
         try:
             with pool.lease() as env:
-                t = play(env, ExpertPolicy(inst.solution, *expert_prompt), inst.task, domain=inst.domain,
-                         group_id=f"{inst.task_id}:expert")
+                t = play(env, ExpertPolicy(p.solution, *expert_prompt), p.task, domain=p.domain,
+                         group_id=f"{p.task.get('id', '')}:expert", task_dir=p.task_dir)
         except (EnvError, TimeoutError) as e:
-            t = Trajectory(inst.task_id, 0, [], error=f"env: {e}")
+            t = Trajectory(p.task.get("id", ""), 0, [], error=f"env: {e}")
         return dataclasses.asdict(t)
 
-    work_through(journal, [(i.task_id, i) for i in instances], one, workers=pool.size, label="replays",
-                 console=console, tally=lambda t: {"kept": bool(t["success"])},
-                 shown=lambda n, seconds: f"kept {n.get('kept', 0)}")
-    return [Trajectory(**journal.get(i.task_id)) for i in instances]
+    work_through(journal, [(p.name, p) for p in plays], one, workers=pool.size, label=label, console=console,
+                 tally=lambda t: {"scored": t["score"] > 0}, shown=lambda n, seconds: f"scored {n.get('scored', 0)}")
+    return [Trajectory(**journal.get(p.name)) for p in plays]
 
 
 def _check_fleet(cfg: BuildConfig) -> None:
@@ -183,16 +203,21 @@ def _check_fleet(cfg: BuildConfig) -> None:
                          f"--cache {files} …`")
 
 
-def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> list:
-    """Replay every instance on the desktops of `cfg.envs` (which `_check_fleet` checked)."""
+def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> tuple[list, list]:
+    """Each instance's reference solution and its untouched start (`NO_ACTION`), played on the desktops
+    of `cfg.envs` (which `_check_fleet` checked): two lists of trajectories in the order of `instances`."""
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import prompt_settings, resolve
 
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "envs"}
     journal = Journal(out / JOURNAL, settings, restart=True)  # another build's replays are of other tasks
+    plays = [Scripted(i.task_id, i.task, i.domain, tuple(i.solution)) for i in instances] + \
+            [Scripted(f"{i.task_id}{UNTOUCHED}", i.task, i.domain, NO_ACTION) for i in instances]
     pool = EnvPool.from_manifest(cfg.envs, max_steps=max(len(i.solution) for i in instances) + 2)
     try:
-        return replay_all(pool, instances, prompt_settings(resolve(cfg.model), cfg.budgets), journal, console=console)
+        played = play_scripted(pool, plays, prompt_settings(resolve(cfg.model), cfg.budgets), journal,
+                               label="replays", console=console)
     finally:
         pool.close()
+    return played[:len(instances)], played[len(instances):]

@@ -88,34 +88,40 @@ def test_build_rejects_an_unknown_template(tmp_path):
 
 @pytest.fixture(scope="module")
 def replayed(server, tmp_path_factory):
-    """Instance 0 of every template plus a deliberately broken copy, replayed through an EnvPool
-    on one desktop (about 2 s a task)."""
+    """Instance 0 of every template, a deliberately broken copy and one that starts solved, each played
+    twice through an EnvPool on one desktop: its reference solution and its untouched start (about 2 s
+    a play)."""
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.backends.base import EnvHandle
     from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import embedded_checkpoint, prompt_settings
-    from computerrl.stages.tasks_build import replay_all
+    from computerrl.stages.tasks_build import NO_ACTION, Scripted, play_scripted
 
     srv, client = server
     instances = [make(t.name, 7, 0) for t in all_templates()]
     broken = dataclasses.replace(make("calc_sort_column", 7, 0))
     broken.task = {**broken.task, "id": "broken-sort"}
     broken.solution = ["CalcTools.save()", "Agent.exit(True)"]  # saves the unsorted sheet
+    solved = dataclasses.replace(make("calc_sort_column", 7, 0))  # its setup downloads the sorted gold file
+    solved.task = json.loads(json.dumps({**solved.task, "id": "solved-sort"}).replace("/book.xlsx\"", "/gold.xlsx\""))
     files = tmp_path_factory.mktemp("suite-files")
-    write_files(instances + [broken], files)
+    write_files(instances, files)
     srv.slots[0].desktop.file_cache = files  # white box: the server's --cache
+    every = instances + [broken, solved]
+    plays = [Scripted(i.task["id"], i.task, i.domain, tuple(i.solution)) for i in every] + \
+            [Scripted(i.task["id"] + ":untouched", i.task, i.domain, NO_ACTION) for i in every]
     pool = EnvPool([EnvHandle("test", f"127.0.0.1:{srv.port}", "local")], max_steps=30)
     journal = Journal(tmp_path_factory.mktemp("replays"), {})
-    results = replay_all(pool, instances + [broken], prompt_settings(embedded_checkpoint()), journal)
+    results = play_scripted(pool, plays, prompt_settings(embedded_checkpoint()), journal, label="replays")
     pool.close()
-    return instances, results
+    return instances, results[:len(every)], results[len(every):]
 
 
 @pytest.mark.desktop
-def test_one_instance_of_every_template_replays_to_one(replayed):
-    instances, results = replayed
-    failed = {inst.template: why_dropped(r) for inst, r in zip(instances, results) if not r.success}
-    assert not failed, f"{len(failed)} of {len(instances)} templates did not replay to 1.0: " + "; ".join(
+def test_one_instance_of_every_template_replays_to_one_and_none_starts_solved(replayed):
+    instances, results, untouched = replayed
+    failed = {inst.template: why for inst, r, u in zip(instances, results, untouched) if (why := why_dropped(r, u))}
+    assert not failed, f"{len(failed)} of {len(instances)} templates would be dropped: " + "; ".join(
         f"{name}: {why}" for name, why in sorted(failed.items()))
     assert {i.domain for i in instances} == set(DOMAINS)
     for inst, r in zip(instances, results):
@@ -129,22 +135,33 @@ def test_one_instance_of_every_template_replays_to_one(replayed):
         assert rows[0]["response"].endswith(f"{inst.solution[0]}\n```")
         assert json.loads(rows[0]["action"])  # the parsed action, as JSON
         assert json.loads(rows[1]["observation"])["last_result"] == rows[0]["exec_result"]
+    for inst, u in zip(instances, untouched):  # each was scored, with no action taken
+        assert not u.aborted and len(u.rows) == 1 and u.rows[0]["done"], (inst.template, u.error)
 
 
 @pytest.mark.desktop
 def test_a_broken_reference_solution_is_dropped_with_its_score(replayed):
-    _, results = replayed
-    broken = results[-1]
+    _, results, untouched = replayed
+    broken = results[-2]
     assert not broken.success and not broken.aborted and all(row["reward"] == 0.0 for row in broken.rows)
-    assert why_dropped(broken).startswith("score 0"), why_dropped(broken)
+    assert why_dropped(broken, untouched[-2]).startswith("score 0"), why_dropped(broken, untouched[-2])
+
+
+@pytest.mark.desktop
+def test_a_task_whose_untouched_start_already_scores_is_dropped(replayed):
+    _, results, untouched = replayed
+    solved, start = results[-1], untouched[-1]
+    assert solved.success and start.score == 1.0 and start.rows[0]["action"]  # the agent only said "done"
+    assert why_dropped(solved, start).startswith("starts solved: scores 1 with no action"), why_dropped(solved, start)
 
 
 @pytest.mark.desktop
 def test_expert_steps_fit_the_step_schema(replayed):
     from computerrl.data.schemas import STEP_FEATURES
 
-    ds = datasets.Dataset.from_list([row for t in replayed[1] if t.success for row in t.rows], features=STEP_FEATURES)
-    assert len(ds) == sum(len(i.solution) for i in replayed[0])
+    instances, results, _ = replayed
+    ds = datasets.Dataset.from_list([row for t in results[:len(instances)] for row in t.rows], features=STEP_FEATURES)
+    assert len(ds) == sum(len(i.solution) for i in instances)
     assert ds[0]["prompt_ids"] == [] and ds[0]["policy_version"] == "expert" and ds[0]["engine"] == "expert"
 
 

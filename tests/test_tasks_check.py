@@ -591,3 +591,39 @@ def test_compare_pptx_files_position_options_are_supported():
             "expected": {"type": "cloud_file", "path": "https://example.org/gold.pptx", "dest": "gold.pptx"}}
     for option in ("examine_top_position", "examine_title_bottom_position", "examine_image_size"):
         assert parse_task({**CALC_TASK, "evaluator": {**deck, "options": {option: True}}}).unsupported() == []
+
+
+def _shell_task(task_id: str, command: str, expected: str, config: list | None = None) -> dict:
+    """An os task scored by a shell command's output, as OSWorld's os tasks are."""
+    return {"id": task_id, "instruction": "Make the check pass.", "snapshot": "os", "source": "handwritten",
+            "config": config or [],
+            "evaluator": {"func": "exact_match", "result": {"type": "vm_command_line", "command": command,
+                                                            "shell": True},
+                          "expected": {"type": "rule", "rules": {"expected": expected}}}}
+
+
+@pytest.mark.desktop
+def test_tasks_check_run_lists_the_tasks_that_score_untouched_with_the_agents_own_done(server, tmp_path):
+    from computerrl.envs.fleet.backends.base import EnvHandle
+    from computerrl.envs.fleet.manifest import write_manifest
+
+    srv, _ = server
+    tasks, envs, out = tmp_path / "tasks" / "os", tmp_path / "envs", tmp_path / "untouched"
+    tasks.mkdir(parents=True)
+    missing = [{"type": "download", "parameters": {"files": [{"url": "https://example.org/in.txt",
+                                                              "path": "/home/user/in.txt"}]}}]
+    for name, task in {"solved": _shell_task("solved", "echo ready", "ready\n"),
+                       "open": _shell_task("open", "[ -d ~/made ] && echo yes || echo no", "yes\n"),
+                       "no-input": _shell_task("no-input", "echo ready", "ready\n", missing)}.items():
+        (tasks / f"{name}.json").write_text(json.dumps(task))
+    write_manifest(envs, [EnvHandle("env-000", f"127.0.0.1:{srv.port}", "local")], {"env-000": "healthy"})
+    argv = ["tasks", "check", str(tasks.parent), "--run", "--envs", str(envs), "--out", str(out), "--json"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 1, result.output  # a task starts solved
+    assert "starts solved: os/solved: scores 1 untouched" in result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])["untouched"]
+    assert summary == {"played": 3, "scored": {"os/solved": 1.0}, "not_set_up": 1}, summary
+    records = {r["task_id"]: r for r in json.loads((out / "untouched.json").read_text())}
+    assert records["os/open"]["score"] == 0 and not records["os/open"]["error"]
+    assert records["os/no-input"]["error"].startswith("setup:") and "in.txt" in records["os/no-input"]["error"]
+    assert not (out / ".plays").exists()  # whole: nothing left to resume
