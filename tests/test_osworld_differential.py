@@ -29,6 +29,7 @@ from pptx.util import Inches
 
 import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
 from computerrl.envs.tasks.registry import METRICS
+from osworld_cases_more import impress_cases, os_cases, writer_cases
 
 OSWORLD = Path(__file__).resolve().parents[1] / ".venv" / "osworld" / "desktop_env"
 ABSENT = ("pdfplumber", "imagehash", "fastdtw", "borb", "borb.pdf", "easyocr", "cv2", "librosa",
@@ -40,6 +41,9 @@ DIFFERENT = {
                                    "current code also takes a part of the name in any case, and we follow it",
     "compare_conference_city_in_order/accents": "desktop-env 1.0.2 matches city names as written (case, accents); "
                                                 "OSWorld's current code matches them folded, and we follow it",
+    **{f"check_page_number_colors/{case}": "OSWorld's reads a colour's hex digits one place off (blue from the "
+                                           "last digit alone): pure blue 0000FF and navy 2A6099 fail its blue check"
+       for case in ("blue", "navy blue")},
 }
 
 
@@ -425,6 +429,8 @@ def cases(tmp: Path) -> list[tuple[str, str, tuple, dict]]:
         {"expect": [{"enabled": "yes", "action": "Forward", "actionValue": "a@b.c", "condition": ["ALL"]}]})
     add("check_thunderbird_filter", "other", str(tmp / "msgFilterRules.dat"),
         {"expect": [{"enabled": "yes", "action": "Delete"}]})
+    for more in (writer_cases, impress_cases, os_cases):
+        more(tmp, add)
     return out
 
 
