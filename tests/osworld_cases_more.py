@@ -94,3 +94,57 @@ def os_cases(tmp: Path, add) -> None:
                                    ("all of a list", {"expected": ["None"]}, "None"),
                                    ("part of a list", {"expected": ["May 1", "Vienna"]}, "Deadline: May 1")):
         add("is_in_vm_clickboard", name, rules, clipboard)
+
+
+def audio_cases(tmp: Path, add) -> None:
+    import numpy as np
+    import soundfile
+
+    rate, t = 22050, np.arange(0, 3.0, 1 / 22050)
+    melody = np.concatenate([np.sin(2 * np.pi * f * t[: len(t) // 4]) for f in (440, 550, 660, 880)])
+    rng = np.random.default_rng(0)
+    clips = {"melody": melody, "melody quieter": 0.3 * melody, "melody at 44.1 kHz": None,
+             "melody reversed": melody[::-1].copy(), "noise": rng.normal(0, 0.3, len(t)), "silence": np.zeros(len(t))}
+    for name, samples in clips.items():
+        if samples is None:
+            soundfile.write(tmp / f"{name}.wav", np.repeat(melody, 2), 2 * rate)
+        else:
+            soundfile.write(tmp / f"{name}.wav", samples, rate)
+    soundfile.write(tmp / "melody.mp3", melody, rate, format="MP3")  # as a slide embeds it: compressed
+    add("compare_audios", "melody as MP3", str(tmp / "melody.mp3"), str(tmp / "melody.wav"))
+    (tmp / "empty.wav").write_bytes(b"")
+    (tmp / "not audio.wav").write_text("hello")
+    gold = str(tmp / "melody.wav")
+    for name in clips:
+        add("compare_audios", name, str(tmp / f"{name}.wav"), gold)
+    add("compare_audios", "empty", str(tmp / "empty.wav"), gold)
+    add("compare_audios", "both unreadable", str(tmp / "empty.wav"), str(tmp / "not audio.wav"))
+
+
+def video_cases(tmp: Path, add) -> None:
+    import cv2
+    import numpy as np
+
+    def frame(i, shift=0):
+        img = np.full((96, 128, 3), 30, np.uint8)
+        x = (8 * i + shift) % 100
+        cv2.rectangle(img, (x, 20), (x + 24, 70), (40, 200, 220), -1)
+        cv2.circle(img, (64, 48 + (i % 10)), 12, (200, 60, 60), -1)
+        return img
+
+    def video(name, frames):
+        writer = cv2.VideoWriter(str(tmp / name), cv2.VideoWriter_fourcc(*"MJPG"), 10, (128, 96))
+        for f in frames:
+            writer.write(f)
+        writer.release()
+        return str(tmp / name)
+
+    gold = video("gold.avi", [frame(i) for i in range(30)])
+    for name, frames in (("same", [frame(i) for i in range(30)]),
+                         ("brighter", [cv2.convertScaleAbs(frame(i), alpha=1.0, beta=25) for i in range(30)]),
+                         ("shorter", [frame(i) for i in range(20)]),
+                         ("other motion", [frame(i, shift=50) for i in range(30)]),
+                         ("mirrored", [cv2.flip(frame(i), 1) for i in range(30)])):
+        add("compare_videos", name, video(f"v-{name}.avi", frames), gold)
+    add("compare_videos", "shorter within the frames checked", video("v-short.avi", [frame(i) for i in range(20)]), gold,
+        max_frames_to_check=10)

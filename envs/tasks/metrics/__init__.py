@@ -13,6 +13,7 @@
 | chrome | Chrome's (is_expected_tabs, …), OSWorld's general rule metrics (check_direct_json_object, …) |
 | vlc | VLC's (is_vlc_playing, the vlcrc checks, is_vlc_fullscreen) |
 | media | compare_images, compare_pdfs |
+| audio_video | compare_audios (MFCCs aligned by FastDTW), compare_videos (frames by perceptual hash) |
 | apps | GIMP's, Thunderbird's, OSWorld's general file metrics (check_json, check_csv, …) |
 | docs_format | Writer's and Impress's formatting and settings (compare_line_spacing, check_tabstops, …) |
 | vscode | VS Code's settings, keybindings and extensions |
@@ -20,7 +21,7 @@
 | files | whole files: archives (compare_archive, …), HTML, EPUB, images in PDFs and .docx, MP3 tags |
 """
 
-from computerrl.envs.tasks.metrics import (a11y, apps, basic, chrome, docs, docs_format, docs_lines,  # noqa: F401
-                                          files, media, office_world, slides_colors, table, table_objects,
-                                          table_styles, vlc, vscode)
+from computerrl.envs.tasks.metrics import (a11y, apps, audio_video, basic, chrome, docs,  # noqa: F401
+                                          docs_format, docs_lines, files, media, office_world, slides_colors,
+                                          table, table_objects, table_styles, vlc, vscode)
 from computerrl.envs.tasks.metrics.table import TABLE_RULES, check_table_rules  # noqa: F401
