@@ -13,7 +13,7 @@
 | chrome | Chrome's (is_expected_tabs, …), OSWorld's general rule metrics (check_direct_json_object, …) |
 | vlc | VLC's (is_vlc_playing, the vlcrc checks, is_vlc_fullscreen) |
 | media | compare_images, compare_pdfs |
-| audio_video | compare_audios (MFCCs aligned by FastDTW), compare_videos (frames by perceptual hash) |
+| audio_video | compare_audios (MFCCs aligned by FastDTW), compare_videos (frames by perceptual hash), contains_mp4_video |
 | apps | GIMP's, Thunderbird's, OSWorld's general file metrics (check_json, check_csv, …) |
 | docs_format | Writer's and Impress's formatting and settings (compare_line_spacing, check_tabstops, …) |
 | vscode | VS Code's settings, keybindings and extensions |

@@ -4,6 +4,8 @@ the same file decodes to the same samples and frames:
 - `compare_audios`: librosa's MFCCs of both files (resampled to 22,050 Hz), each coefficient normalised
   over time, aligned by FastDTW with cosine distance; the score is exp(-distance per step of the path),
   in (0, 1]. Two unreadable or empty files score 1, one of them 0, as in OSWorld.
+- `contains_mp4_video` (named by one OSWorld task, defined by none of its code): a slide embeds a video
+  in an MP4-family container (ISO base media, as .mp4, .m4v and .mov are: the file opens with an `ftyp` box).
 - `compare_videos`: OpenCV decodes both (its bundled FFmpeg); the first `max_frames_to_check` frame pairs
   are compared by perceptual hash (imagehash's phash), and more than `threshold` pairs whose hashes differ
   by more than `threshold` bits fail. Videos of different lengths (within those frames) fail.
@@ -16,11 +18,17 @@ before it scored (no task's audio is near that long).
 from __future__ import annotations
 
 import logging
+import posixpath
+import re
+import zipfile
 
 from computerrl.envs.tasks.registry import metric
 
 log = logging.getLogger(__name__)
 AUDIO_SECONDS = 600.0  # of each audio file read (from its start)
+RELS_LIMIT = 1 << 20  # bytes of one slide's relationships read (an honest one is a few KB)
+VIDEO_RELATIONS = ("/relationships/video", "/relationships/media")  # OOXML's and Office 2007's, as LibreOffice writes both
+SLIDE_RELS = re.compile(r"ppt/slides/_rels/slide\d+\.xml\.rels")
 
 
 def _load_audio(path):
@@ -81,3 +89,23 @@ def compare_videos(video1, video2, max_frames_to_check: int = 100, threshold: in
         for c in captures:
             c.release()
 
+
+
+@metric("contains_mp4_video")
+def contains_mp4_video(pptx_file, *_, **__) -> float:
+    """1 if a slide embeds a video whose file is of the MP4 family (linked videos are outside the file: 0)."""
+    from lxml import etree
+
+    if not pptx_file:
+        return 0.0
+    with zipfile.ZipFile(pptx_file) as z:
+        parts = {i.filename: i for i in z.infolist()}
+        for name in filter(SLIDE_RELS.fullmatch, parts):
+            if parts[name].file_size > RELS_LIMIT:
+                continue
+            for rel in etree.fromstring(z.read(name)):
+                target = posixpath.normpath(posixpath.join("ppt/slides", rel.get("Target", "")))
+                if rel.get("Type", "").endswith(VIDEO_RELATIONS) and rel.get("TargetMode") != "External" \
+                        and target in parts and z.open(target).read(8)[4:8] == b"ftyp":
+                    return 1.0
+    return 0.0
