@@ -96,8 +96,8 @@ def test_install_sh_rerun_on_an_installed_machine_succeeds():
 
 REGISTRIES = [  # a registry that imports its plug-ins, which import it: the one kind of circle allowed
     {"envs.fleet.backends.base", "envs.fleet.backends.docker", "envs.fleet.backends.local"},
-    {"envs.tasks.getters", "envs.tasks.chrome", "envs.tasks.getters_files", "envs.tasks.relative_time",
-     "envs.tasks.vlc"},
+    {"envs.tasks.getters", "envs.tasks.chrome", "envs.tasks.chrome_url_path", "envs.tasks.getters_files",
+     "envs.tasks.relative_time", "envs.tasks.vlc"},
 ]
 
 

@@ -1,5 +1,6 @@
 """Text and rule metrics with OSWorld's semantics: compare_text_file, check_include_exclude,
-exact_match, infeasible; plus `fuzz_ratio`, the string similarity the other metric files share.
+exact_match, infeasible, check_text_enlarged, is_in_vm_clickboard; plus `fuzz_ratio`, the string
+similarity the other metric files share.
 
 Every metric is `fn(result, expected, **options) -> float in [0, 1]`; `result` is what the result
 getter produced (a local file path, a string, None when the getter found nothing) and `expected`
@@ -99,3 +100,20 @@ def infeasible(result=None, expected=None, **options) -> float:
     if isinstance(result, dict):
         result = result.get("action_type")
     return float(isinstance(result, str) and result.strip().upper() == "FAIL")
+
+
+@metric("check_text_enlarged")
+def check_text_enlarged(scaling_factor, *_, **__) -> float:
+    """1 if GNOME's text scaling factor (as `gsettings get` prints it) is above 1; text that is no
+    number raises, as in OSWorld."""
+    return float(float(scaling_factor) > 1.0)
+
+
+@metric("is_in_vm_clickboard")
+def is_in_vm_clickboard(rules, clipboard, **_) -> float:
+    """1 if the clipboard's text (`xsel --clipboard --output`) contains `rules["expected"]`, or every
+    string of it when it is a list. (OSWorld's name, misspelling included; its rules come as the result.)"""
+    if clipboard is None:
+        return 0.0
+    expected = rules["expected"]
+    return float(all(e in clipboard for e in expected) if isinstance(expected, list) else expected in clipboard)

@@ -104,7 +104,9 @@ def _close(a, b, tol: float) -> bool:
     return abs(a - b) / max(abs(a), abs(b)) <= tol
 
 
-def _background(slide):
+def slide_background_rgb(slide):
+    """The slide's solid background colour (its master's when it inherits one), None when it has no RGB
+    of its own (a theme colour, a gradient, a picture)."""
     fill = slide.background.fill
     if fill.type == 5:  # inherited from the master
         fill = slide.slide_layout.slide_master.background.fill
@@ -274,7 +276,7 @@ def compare_pptx_files(result, expected, **options) -> float:
     if ex("number_of_slides") and len(prs1.slides) != len(prs2.slides):
         return 0.0
     for slide_no, (sl1, sl2) in enumerate(zip(prs1.slides, prs2.slides), start=1):
-        if ex("background_color") and _background(sl1) != _background(sl2):
+        if ex("background_color") and slide_background_rgb(sl1) != slide_background_rgb(sl2):
             return 0.0
         if ex("note") and _notes(sl1) != _notes(sl2):
             return 0.0
