@@ -206,3 +206,26 @@ def schedule_plot(run: Path, evaluated: list[str]) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def iteration_table(run: Path):
+    """Per RL iteration of a schedule run: GRPO's flat-group share and rows, and, where the tasks were
+    drawn by signal (rl_draw=signal), each template's estimated win rate → weight and the tasks drawn."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="RL iterations", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for col in ("phase", "iter", "flat", "rows", "draws: template p → weight (drawn)"):
+        t.add_column(col, justify="right" if col in ("flat", "rows") else "left")
+    for phase in ("rl1", "rl2"):
+        for policy in sorted((run / phase).glob("policy-*"), key=lambda p: int(p.name.rsplit("-", 1)[-1])):
+            if not (policy / "summary.json").exists():
+                continue
+            summary, i = json.loads((policy / "summary.json").read_text()), policy.name.rsplit("-", 1)[-1]
+            draws = []
+            for weights in sorted((run / phase).glob(f"tasks-{i}*.weights.json")):
+                w = json.loads(weights.read_text())
+                draws.append(", ".join(f"{t} {w['estimates'].get(t, {}).get('p', 0.5):.2f} → {x:.2f} "
+                                       f"({w['drawn'].get(t, 0)})" for t, x in w["weights"].items()))
+            t.add_row(phase, i, _pct(summary["skipped_fraction"]), str(summary.get("rows", "")), "; ".join(draws))
+    return t

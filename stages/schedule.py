@@ -77,6 +77,9 @@ class Schedule:
     rl_split: int = 0  # > 0: RL plays tasks of a split of this many (SUITE/rl), fresh instances of train's
     # templates that BC never imitated; 0: RL plays train's, on which BC ends near-perfect
     dynamic_sampling: int = 0  # DAPO: up to N more draws of rl_tasks tasks while fewer than rl_tasks groups have signal
+    rl_draw: str = "uniform"  # uniform: rl_tasks drawn at random; signal: towards templates whose groups can teach
+    # (stages/curriculum.py: each template weighted by its chance of a group neither all wins nor all losses,
+    # from this run's earlier plays)
     rl_loop: str = "sync"  # sync: N × (rollout → grpo); async: `async-rl`, rl_tasks groups an update, desktops never idle
     max_lag: int = 1  # the async loop's bound on the versions a trained group may lag behind
     samples: int = 4  # G
@@ -95,6 +98,9 @@ class Schedule:
     def __post_init__(self):
         if self.rl_loop not in ("sync", "async"):
             raise ValueError(f"rl_loop={self.rl_loop!r}: expected sync or async")
+        if self.rl_draw not in ("uniform", "signal") or (self.rl_draw == "signal" and self.rl_loop == "async"):
+            raise ValueError(f"rl_draw={self.rl_draw!r}: expected uniform or signal (signal with rl_loop=sync: "
+                             "async-rl draws its own tasks)")
         if self.stop_after not in ("", *PHASES) or (self.stop_after == "base" and not self.eval_base):
             raise ValueError(f"stop_after={self.stop_after!r}: expected one of {', '.join(PHASES[1:])} "
                              "(or base, with eval_base)")
@@ -226,7 +232,9 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     """The schedule for one seed into `out`; prints its table and returns its phase rows."""
     from rich.console import Console
 
-    from computerrl.data.report import exploration, phase_row, rl_figures, schedule_plot, schedule_report
+    from computerrl.data.report import (exploration, iteration_table, phase_row, rl_figures, schedule_plot,
+                                       schedule_report)
+    from computerrl.stages.curriculum import weighted_draw
 
     console = console or Console(soft_wrap=True)
     step = Steps(s, console, dry_run)
@@ -245,6 +253,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
                    engine=s.engine, seed=seed, screens=s.screens, coordinates=s.coordinates)
     training = dict(train_layers=s.train_layers, dtype=s.dtype, gradient_checkpointing=s.gradient_checkpointing)
     phases: list[dict] = []
+    history: list[list[Path]] = []  # the RL phases' rollouts so far, one list an iteration (rl_draw=signal)
 
     def evaluate(phase: str, checkpoint: str) -> None:
         console.rule(f"eval: {phase}")
@@ -268,25 +277,34 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
              **training)
         return str(out / folder)
 
-    def train_draw(to: Path, shuffle: int, part: int = 0) -> Path | None:
-        """rl_tasks tasks of RL's pool in the `shuffle` seed's order, part `part` (all of it when rl_tasks is 0)."""
+    def train_draw(to: Path, shuffle: int, part: int = 0, drawn: list[Path] = ()) -> Path | None:
+        """rl_tasks tasks of RL's pool (all of it when rl_tasks is 0): with rl_draw=uniform part `part` of
+        the `shuffle` seed's order; with signal, weighted by the earlier plays (`history`), none of those
+        in the draws `drawn` before it."""
         if not s.rl_tasks or dry_run:
             return rl_pool
+        if s.rl_draw == "signal":
+            return weighted_draw(rl_pool, to, s.rl_tasks, shuffle, history, s.samples, drawn_ids(drawn))
         return _task_draw(rl_pool, to, s.rl_tasks, shuffle, part=part)
 
     def rl_phase(folder: str, start: str, first: int) -> tuple[str, list[Path]]:
+        """The phase's RL iterations from `start`: its last policy and its rollouts (also appended to
+        `history`, one list an iteration)."""
         if s.rl_loop == "async":
             return async_phase(folder, start, first)
         policy, rollouts = start, []
         for i in range(first, first + s.rl_iterations):
             console.rule(f"RL {folder}: iteration {i}")
             batches: list[Path] = []
+            draws: list[Path] = []
+            history.append(batches)  # dynamic sampling's further draws see the groups just played
             for extra in range(1 + (s.dynamic_sampling if s.rl_tasks and not dry_run else 0)):
                 if extra and groups_with_signal(batches) >= s.rl_tasks:
                     break  # the batch holds enough groups that can teach something
-                draw = train_draw(out / folder / (f"tasks-{i}" + (f"-{extra}" if extra else "")), seed + i, extra)
+                draw = train_draw(out / folder / (f"tasks-{i}" + (f"-{extra}" if extra else "")), seed + i, extra, draws)
                 if draw is None:
                     break  # every train task was drawn
+                draws.append(draw)
                 batches.append(out / folder / (f"rollout-{i}" + (f"-{extra}" if extra else "")))
                 step("rollout", tasks=draw, model=policy, samples=s.samples, temperature=1.0, iteration=i,
                      out=batches[-1], **(playing | {"seed": seed + i + 1000 * extra}))
@@ -344,6 +362,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         step("spawn-envs", out=envs, stop=True)
     if not dry_run:
         console.print(schedule_report({seed: phases}))
+        console.print(iteration_table(out))
         schedule_plot(out, [p["phase"] for p in phases])
         console.print(f"training curves: {out / 'schedule.png'}")
     return phases
@@ -365,6 +384,13 @@ def _task_draw(train: Path, out: Path, n: int, seed: int, part: int = 0) -> Path
             return None
         save_atomic(ds.shuffle(seed=seed).select(chosen), out)
     return out
+
+
+def drawn_ids(draws: list[Path]) -> set[str]:
+    """The task ids of these task datasets."""
+    from computerrl.data.datasets_io import load
+
+    return {task for d in draws for task in load(d)["task_id"]}
 
 
 def groups_with_signal(batches: list[Path]) -> int:

@@ -3,6 +3,7 @@ preset of it, and its dry run prints commands the CLI takes as they are (no desk
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -170,3 +171,49 @@ def test_dynamic_sampling_counts_the_groups_with_signal_and_draws_new_tasks(tmp_
     parts = [_task_draw(tmp_path / "train", tmp_path / f"draw-{k}", 2, seed=3, part=k) for k in range(4)]
     drawn = [list(load(p)["task_id"]) for p in parts[:3]]
     assert [len(d) for d in drawn] == [2, 2, 1] and len(set(sum(drawn, []))) == 5 and parts[3] is None
+
+
+def test_signal_draws_favour_templates_whose_groups_can_teach_and_keep_a_little_of_the_flat_ones(tmp_path):
+    """rl_draw=signal: a template whose recent plays all won (or all lost) is drawn far less than one at
+    half, one never played is drawn as if at half, and a draw never repeats a task another part took."""
+    import datasets
+
+    from computerrl.data.datasets_io import load, save_atomic
+    from computerrl.stages.curriculum import signal_weight, weighted_draw, weights_file, win_estimates
+    from tests.test_training import step_row, write_steps
+
+    templates = {"solved": [], "half": [], "hopeless": [], "unplayed": []}
+    for name in templates:
+        templates[name] = [f"{name}-{k}" for k in range(50)]
+    pool = tmp_path / "pool"
+    save_atomic(datasets.Dataset.from_dict({"task_id": sum(templates.values(), []),
+                                            "template": [t for t, ids in templates.items() for _ in ids]}), pool)
+
+    def plays(task, wins, losses, iteration):
+        return [step_row(task, k, 0, success=k < wins, iteration=iteration) for k in range(wins + losses)]
+
+    old = write_steps(tmp_path / "r1", plays("half-0", 0, 4, 1))  # one iteration back: counts half
+    new = write_steps(tmp_path / "r2", sum([plays(f"solved-{k}", 4, 0, 2) + plays(f"hopeless-{k}", 0, 4, 2)
+                                            for k in range(4)], []) + plays("half-1", 2, 2, 2)
+                      + [step_row("half-2", 0, 0, success=True, error="desktop lost", iteration=2)])
+    estimates = win_estimates([[old], [], [new]], dict(zip(load(pool)["task_id"], load(pool)["template"])))
+    assert estimates["solved"] == {"plays": 16, "wins": 16, "p": 17 / 18}
+    assert estimates["half"] == {"plays": 6, "wins": 2, "p": 3 / 8}  # 4 losses at half weight, the lost desktop none
+    draw = weighted_draw(pool, tmp_path / "tasks-2", 40, seed=0, history=[[old], [new]], samples=4)
+    drawn = json.loads(weights_file(draw).read_text())["drawn"]
+    assert sum(drawn.values()) == 40 and len(set(load(draw)["task_id"])) == 40
+    # weights 0.83 and 0.88 against 0.21 and 0.21: about 32 of 40 drawn from the two that can teach
+    assert drawn["half"] + drawn["unplayed"] > 2 * (drawn["solved"] + drawn["hopeless"]) > 0, drawn
+    assert signal_weight(0.5, 4) == 1 - 2 / 16 and signal_weight(1.0, 4) == 0
+    again = weighted_draw(pool, tmp_path / "tasks-2-1", 40, seed=0, history=[[old], [new]], samples=4,
+                          exclude=set(load(draw)["task_id"]))
+    assert not set(load(again)["task_id"]) & set(load(draw)["task_id"])  # dynamic sampling's next part
+    assert weighted_draw(pool, tmp_path / "tasks-2-2", 4, 0, [], 4, exclude=set(load(pool)["task_id"])) is None
+
+
+def test_signal_draws_belong_to_the_synchronous_loop():
+    commands = dry_run("--preset", "demo", "--out", "runs/r", "--set", "rl_draw=signal", "--set", "stop_after=rl1")
+    assert any(c[1] == "rollout" for c in commands)
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["entropulse", "--dry-run", "--set", "rl_draw=signal",
+                                                            "--set", "rl_loop=async"])
+    assert result.exit_code == 2 and "async-rl draws its own tasks" in result.output, result.output

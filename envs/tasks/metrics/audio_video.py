@@ -90,7 +90,6 @@ def compare_videos(video1, video2, max_frames_to_check: int = 100, threshold: in
             c.release()
 
 
-
 @metric("contains_mp4_video")
 def contains_mp4_video(pptx_file, *_, **__) -> float:
     """1 if a slide embeds a video whose file is of the MP4 family (linked videos are outside the file: 0)."""

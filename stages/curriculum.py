@@ -1,0 +1,81 @@
+"""Which tasks an RL iteration plays: drawn towards the templates whose GRPO groups can teach.
+
+A group of G plays teaches only when its plays neither all win nor all lose. For a template whose
+plays win with probability p, that happens with probability 1 - p^G - (1 - p)^G: near 0 for a template
+the policy has solved or cannot do, at most 1 - 2^(1-G) at p = 1/2. Each template's p is estimated from
+the plays of this run's earlier rollouts, each iteration back counting DECAY times less (the policy has
+moved since), under a uniform prior, so a template never played weighs as much as one at p = 1/2 and a
+flat one keeps a small weight (the policy may yet change there). Tasks are then drawn one at a time:
+a template by these weights, then one of its tasks not drawn yet.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+
+DECAY = 0.5  # weight of an iteration's plays relative to the iteration after it
+
+
+def win_estimates(history: list[list[Path]], template_of: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Per template: the decayed plays and wins of `history` (rollout datasets, one list per
+    iteration, oldest first; an iteration not played yet is no age) and p, their posterior mean win
+    rate. Aborted plays count for nothing."""
+    from computerrl.data.datasets_io import step_rows
+
+    plays: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for age, batches in enumerate(reversed([b for b in history if b])):
+        rows = step_rows(batches, ["task_id", "group_id", "sample", "success", "error"])
+        played = {(r["group_id"], r["sample"]): r for r in rows if not r["error"]}
+        for r in played.values():
+            counts = plays[template_of.get(r["task_id"], "")]
+            counts[0] += DECAY ** age
+            counts[1] += DECAY ** age * bool(r["success"])
+    return {t: {"plays": round(n, 3), "wins": round(w, 3), "p": (w + 1) / (n + 2)} for t, (n, w) in plays.items()}
+
+
+def signal_weight(p: float, samples: int) -> float:
+    """The chance that a group of `samples` plays, each winning with probability p, is not flat."""
+    return 1 - p ** samples - (1 - p) ** samples
+
+
+def weighted_draw(pool: Path, out: Path, n: int, seed: int, history: list[list[Path]], samples: int,
+                  exclude: set[str] = frozenset()) -> Path | None:
+    """n tasks of the task dataset `pool` (none of `exclude`) drawn by their templates' signal weights,
+    saved at `out` as a task dataset with `out`.weights.json beside it (the estimates and weights it drew
+    with, and what it drew); None when no task is left. Drawn again only when `out` is not there yet."""
+    from computerrl.data.datasets_io import load, save_atomic
+    from computerrl.data.files import write_atomic
+
+    if out.exists():
+        return out
+    ds = load(pool)
+    template_of = dict(zip(ds["task_id"], ds["template"]))
+    left: dict[str, list[int]] = defaultdict(list)
+    for index, (task, template) in enumerate(template_of.items()):
+        if task not in exclude:
+            left[template].append(index)
+    if not left:
+        return None
+    estimates = win_estimates(history, template_of)
+    weights = {t: signal_weight(estimates.get(t, {"p": 0.5})["p"], samples) for t in sorted(left)}
+    rng, chosen = random.Random(seed), []
+    while len(chosen) < n and left:
+        names = sorted(left)
+        template = rng.choices(names, [weights[t] for t in names])[0]
+        chosen.append(left[template].pop(rng.randrange(len(left[template]))))
+        if not left[template]:
+            del left[template]
+    save_atomic(ds.select(chosen), out)
+    drawn = defaultdict(int)
+    for index in chosen:
+        drawn[ds[index]["template"]] += 1
+    write_atomic(weights_file(out), json.dumps({"estimates": estimates, "weights": weights, "drawn": drawn},
+                                               indent=1))
+    return out
+
+
+def weights_file(draw: Path) -> Path:
+    return draw.with_name(draw.name + ".weights.json")
