@@ -426,7 +426,7 @@ def run(cfg: AsyncRLConfig, console=None, *, train: Train | None = None, policy=
     console.print(f"wrote {cfg.out}: {summary['versions']} versions ({summary['updates']} this run, "
                   f"{summary['wall_s']:.0f} s), "
                   f"{summary['steps_per_s']:.2f} steps/s, desktops busy {summary['desktop_busy']:.0%}, trainer busy "
-                  f"{summary['trainer_busy']:.0%}, lag {summary['lag_mean']} mean / {summary['lag_max']} max")
+                  f"{summary['trainer_busy']:.0%}, lag {summary['lag_mean'] or 0:.2f} mean / {summary['lag_max']} max")
     return summary
 
 

@@ -362,7 +362,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         step("spawn-envs", out=envs, stop=True)
     if not dry_run:
         console.print(schedule_report({seed: phases}))
-        console.print(iteration_table(out))
+        if (iterations := iteration_table(out)).row_count:
+            console.print(iterations)
         schedule_plot(out, [p["phase"] for p in phases])
         console.print(f"training curves: {out / 'schedule.png'}")
     return phases

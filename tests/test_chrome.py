@@ -128,6 +128,27 @@ FONT_SIZE = {
                   "expected": {"type": "rule", "rules": {"type": "range", "min": 16, "max": 99999}}}}
 
 
+# OSWorld's chrome/99146c54-4f37-4ab8-9327-5f3291665e1e.json, as it is
+DELETE_ON_CLOSE = {
+    "id": "99146c54-4f37-4ab8-9327-5f3291665e1e", "snapshot": "chrome", "related_apps": ["chrome"],
+    "instruction": "Please help me set Chrome to delete my browsing data automatically every time I close the browser.",
+    "config": LAUNCH,
+    "evaluator": {"postconfig": [{"type": "execute", "parameters": {"command": "pkill chrome", "shell": "true"}}],
+                  "func": "exact_match", "result": {"type": "data_delete_automacally"},
+                  "expected": {"type": "rule", "rules": {"expected": "true"}}}}
+
+
+def test_delete_data_on_close_is_the_cookies_setting_not_any_content_setting_a_fresh_profile_has(env):
+    reward, info = play(env, DELETE_ON_CLOSE, ["Agent.exit(True)"])
+    assert reward == 0.0, info  # OSWorld's getter scores this untouched start 1
+    edit = ("pkill chrome; sleep 2; python3 -c \"import json; p = '/home/user/.config/google-chrome/Default/Preferences'; "
+            "d = json.load(open(p)); d['profile'].setdefault('default_content_setting_values', {})['cookies'] = 4; "
+            "json.dump(d, open(p, 'w'))\"")
+    reward, info = play(env, DELETE_ON_CLOSE, ["Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)",
+                                               "Agent.wait()", "Agent.wait()", "Agent.wait()", "Agent.exit(True)"])
+    assert reward == 1.0, info
+
+
 def test_a_preference_written_by_chrome_is_read_from_its_profile(env):
     edit = ("pkill chrome; sleep 2; python3 -c \"import json; p = '/home/user/.config/google-chrome/Default/Preferences'; "
             "d = json.load(open(p)); d.setdefault('webkit', {}).setdefault('webprefs', {})['default_font_size'] = 72; "

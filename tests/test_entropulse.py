@@ -44,6 +44,8 @@ def test_the_quick_schedule_trains_and_evaluates_every_phase_and_prints_the_tabl
         assert header in explored, header
     rl1_row = next(line.strip() for line in explored.splitlines() if line.strip().startswith("rl1 "))
     assert "%" in rl1_row.split()[-1]  # its GRPO batches' share of flat groups
+    iterations = done.stdout[done.stdout.index("RL iterations"):].splitlines()
+    assert any(line.split()[:2] == ["rl1", "1"] for line in iterations), iterations  # each iteration's flat share
     assert not any(line.startswith("base ") for line in lines)  # the base model is evaluated only with --eval-base
     # the checkpoints chain: base → BC → RL1 → (Entropulse, when RL1 had a success) → RL2
     bc, rl1, rl2 = (read_lineage(out / p) for p in ("bc", "rl1/policy-1", "rl2/policy-2"))

@@ -381,15 +381,16 @@ class Desktop:
         return self._shooter.submit(self.screen.screenshot_png).result(timeout=X_TIMEOUT_S)
 
     def observe(self, *, screenshot: bool = True) -> Observation:
-        # The screenshot (X read + PNG encode, GIL released) overlaps the accessibility reads
-        # (D-Bus waits); one dedicated thread, because the grabber must stay on the thread that made it.
-        shot = self._shooter.submit(self.screen.screenshot_png) if screenshot else None
         windows = self.screen.windows()
         focused = next((w for w in windows if w.focused), None)
         tree = self._a11y_tree(focused.pid, app_of(focused)) if focused is not None and focused.pid else ""
+        # The screenshot is taken after the tree is read, so it shows at least what the tree says (an app
+        # may repaint after its accessible text changed), and overlaps the app info (X read and PNG encode
+        # release the GIL); one dedicated thread, because the grabber must stay on the thread that made it.
+        shot = self._shooter.submit(self.screen.screenshot_png) if screenshot else None
+        info = self._app_info(app_of(focused))
         return Observation(screenshot=shot.result(timeout=X_TIMEOUT_S) if shot else b"", a11y_tree=tree,
-                           windows=windows, focused_app=app_of(focused), app_info=self._app_info(app_of(focused)),
-                           last_result=self.last_result)
+                           windows=windows, focused_app=app_of(focused), app_info=info, last_result=self.last_result)
 
     def _app_info(self, app: str) -> str:
         """The focused document as its application API sees it (used range, paragraphs, slides)."""

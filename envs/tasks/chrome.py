@@ -413,8 +413,11 @@ _preference("enable_safe_browsing", PREFERENCES, lambda p: _flag(
     p.get("safebrowsing", {}).get("enhanced") or p.get("safebrowsing", {}).get("enabled")), "false")
 _preference("new_startup_page", PREFERENCES, lambda p: _flag(
     "session" not in p or p["session"].get("restore_on_startup") == 5), "Google")
+# "Delete cookies and site data when Chrome closes": the cookies content setting at 4 (SESSION_ONLY). OSWorld's
+# getter takes any content setting at all, which the fresh profile of this desktop's Chromium already holds: its
+# task would start solved (`tasks check --run`).
 _preference("data_delete_automacally", PREFERENCES,  # sic: OSWorld's name and fallback
-            lambda p: _flag(p["profile"].get("default_content_setting_values") is not None), "Google")
+            lambda p: _flag(p["profile"].get("default_content_setting_values", {}).get("cookies") == 4), "Google")
 _preference("find_unpacked_extension_path", PREFERENCES,
             lambda p: [e["path"] for e in p["extensions"]["settings"].values()], "Google")
 _preference("find_installed_extension_name", PREFERENCES,
