@@ -32,8 +32,8 @@ def check(
                                            "(--envs); resumable: rerun the same command.")] = False,
     envs: Annotated[Path, typer.Option(help="With --run: a spawn-envs run whose desktops play (give it --cache with "
                                             "the files the tasks download).")] = Path("runs/envs"),
-    out: Annotated[Path, typer.Option("--out", "-o", help="With --run: where untouched.json (task, score, detail, "
-                                                          "error) and the resumable plays go.")] = Path("runs/untouched"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="With --run: where untouched.json (task, score, "
+                                      "detail, error) and the resumable plays go.")] = Path("runs/untouched"),
 ):
     from rich.console import Console
     from rich.table import Table
@@ -144,5 +144,5 @@ def _build(cfg: BuildConfig) -> None:
 
 build = app.command("build", help="Generate a task suite offline from templates x parameters (train, test and valid "
                     "never share an instance), write its files cache, and (with --replay) replay every reference "
-                    "solution on real desktops, keeping only tasks that score 1.0 and writing the replays as an expert "
-                    "step dataset.")(stage_command(BuildConfig, _build, out=REQUIRED))
+                    "solution on real desktops, keeping only tasks that score 1.0 solved and 0 untouched, and "
+                    "writing the replays as an expert step dataset.")(stage_command(BuildConfig, _build, out=REQUIRED))

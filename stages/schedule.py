@@ -301,11 +301,12 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
             for extra in range(1 + (s.dynamic_sampling if s.rl_tasks and not dry_run else 0)):
                 if extra and groups_with_signal(batches) >= s.rl_tasks:
                     break  # the batch holds enough groups that can teach something
-                draw = train_draw(out / folder / (f"tasks-{i}" + (f"-{extra}" if extra else "")), seed + i, extra, draws)
+                suffix = f"-{extra}" if extra else ""
+                draw = train_draw(out / folder / f"tasks-{i}{suffix}", seed + i, extra, draws)
                 if draw is None:
                     break  # every train task was drawn
                 draws.append(draw)
-                batches.append(out / folder / (f"rollout-{i}" + (f"-{extra}" if extra else "")))
+                batches.append(out / folder / f"rollout-{i}{suffix}")
                 step("rollout", tasks=draw, model=policy, samples=s.samples, temperature=1.0, iteration=i,
                      out=batches[-1], **(playing | {"seed": seed + i + 1000 * extra}))
             rollouts += batches

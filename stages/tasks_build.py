@@ -6,9 +6,11 @@ Instances come from templates × parameters (`envs/tasks/suites`), split so that
 share an instance; their files go to a cache folder (`files/`, read by env servers with
 `--cache`). With `--replay` (the default) every reference solution is played on the desktops of a
 `spawn-envs` run (`--envs`, started with `--cache OUT/files`) through the same episode loop, parser
-and prompt a model gets (`envs.service.episode`, `policy.agent.ExpertPolicy`): a task is kept only
-if it scores 1.0, and the replays become the expert step dataset for behaviour cloning, whose
-`messages` are the prompts the model will see (built for `--model`'s tokenizer and prompt budgets).
+and prompt a model gets (`envs.service.episode`, `policy.agent.ExpertPolicy`), and so is its untouched
+start (the agent's first answer is "done"): a task is kept only if its solution scores 1.0 and its
+start 0 (a task that starts solved rewards doing nothing, and RL learns exactly that). The replays
+become the expert step dataset for behaviour cloning, whose `messages` are the prompts the model will
+see (built for `--model`'s tokenizer and prompt budgets).
 
 Reads:  nothing (templates are code), `--model`'s tokenizer, and `--envs`'s manifest (with --replay).
 Writes: OUT/train, OUT/test, OUT/valid, OUT/rl (task datasets: task_id, domain, template, instruction,
@@ -52,7 +54,8 @@ class BuildConfig:
     seed: int = setting(0, SEED)  # the same seed (and counts, templates) gives the same suite
     templates: str = setting("", "Comma-separated template names (default: all; an unknown name lists the known "
                                  "ones).")
-    replay: bool = setting(True, "Replay reference solutions on desktops and keep only the tasks that score 1.0.",
+    replay: bool = setting(True, "Replay reference solutions on desktops and keep only the tasks that score 1.0, "
+                                 "and 0 untouched.",
                            "--replay/--no-replay")
     envs: Path = setting(Path("runs/envs"), "A spawn-envs run whose desktops replay (started with --cache "
                                             "OUT/files).", "--envs")

@@ -13,6 +13,12 @@ from typer.testing import CliRunner
 from computerrl.cli.main import app
 
 
+@pytest.fixture(autouse=True)
+def in_an_empty_folder(tmp_path, monkeypatch):
+    """The dry runs' relative run folders (runs/…) are looked up: a user's own runs must not change them."""
+    monkeypatch.chdir(tmp_path)
+
+
 def dry_run(*args: str) -> list[list[str]]:
     result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["entropulse", "--dry-run", *args])
     assert result.exit_code == 0, result.output
