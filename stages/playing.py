@@ -1,6 +1,8 @@
-"""What the playing stages (`rollout`, `eval`) share: `PlayConfig`, their options (each stage subclasses
+"""What the playing stages share: `PlayConfig`, the options of `rollout` and `eval` (each stage subclasses
 it with its own defaults: rollout samples at T = 1 for GRPO groups, eval decodes greedily and keeps
-screenshots), and how it opens the policy. Not a stage: the stages that play import it."""
+screenshots), and how it opens the policy; `play_scripted`, the plays whose answers are written down
+(`tasks build`'s reference solutions and untouched starts, `tasks check --run`'s). Not a stage: the
+stages that play import it."""
 
 from __future__ import annotations
 
@@ -86,3 +88,39 @@ class PlayConfig:
                            max_new_tokens=self.max_new_tokens, budgets=self.budgets, max_batch=self.max_batch,
                            seed=self.seed, device=self.device, llm_url=self.llm_url, background=False,
                            screens=self.screens, coordinates=self.coordinates)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptedPlay:
+    """One scripted play: `solution`'s lines are the agent's answers, one per step."""
+    name: str  # its journal key
+    task: dict
+    domain: str
+    solution: tuple[str, ...]
+    task_dir: str = ""
+
+
+NO_ACTION = ("Agent.exit(success=True)",)  # "done" before any action: scores the state the setup left
+
+
+def play_scripted(pool, plays: list[ScriptedPlay], expert_prompt, journal, *, label: str, console=None) -> list:
+    """Play every scripted play on the pool's desktops, one worker per desktop, each journaled as it
+    finishes (`journal`: data/journal.Journal); the trajectories (journaled ones too) come back in the
+    order of `plays`. `expert_prompt`: (Budgets, count_tokens) the expert's chats are built with."""
+    from computerrl.data.journal import work_through
+    from computerrl.envs.service.client import EnvError
+    from computerrl.envs.service.episode import Trajectory, play
+    from computerrl.policy.agent import ExpertPolicy
+
+    def one(p: ScriptedPlay) -> dict:
+        try:
+            with pool.lease() as env:
+                t = play(env, ExpertPolicy(p.solution, *expert_prompt), p.task, domain=p.domain,
+                         group_id=f"{p.task.get('id', '')}:expert", task_dir=p.task_dir)
+        except (EnvError, TimeoutError) as e:
+            t = Trajectory(p.task.get("id", ""), 0, [], error=f"env: {e}")
+        return dataclasses.asdict(t)
+
+    work_through(journal, [(p.name, p) for p in plays], one, workers=pool.size, label=label, console=console,
+                 tally=lambda t: {"scored": t["score"] > 0}, shown=lambda n, seconds: f"scored {n.get('scored', 0)}")
+    return [Trajectory(**journal.get(p.name)) for p in plays]

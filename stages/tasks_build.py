@@ -156,42 +156,6 @@ def why_dropped(solved, untouched) -> str:
     return ""
 
 
-@dataclasses.dataclass(frozen=True)
-class Scripted:
-    """One scripted play: `solution`'s lines are the agent's answers, one per step."""
-    name: str  # its journal key
-    task: dict
-    domain: str
-    solution: tuple[str, ...]
-    task_dir: str = ""
-
-
-NO_ACTION = ("Agent.exit(success=True)",)  # "done" before any action: scores the state the setup left
-
-
-def play_scripted(pool, plays: list[Scripted], expert_prompt, journal, *, label: str, console=None) -> list:
-    """Play every scripted play on the pool's desktops, one worker per desktop, each journaled as it
-    finishes (`journal`: data/journal.Journal); the trajectories (journaled ones too) come back in the
-    order of `plays`. `expert_prompt`: (Budgets, count_tokens) the expert's chats are built with."""
-    from computerrl.data.journal import work_through
-    from computerrl.envs.service.client import EnvError
-    from computerrl.envs.service.episode import Trajectory, play
-    from computerrl.policy.agent import ExpertPolicy
-
-    def one(p: Scripted) -> dict:
-        try:
-            with pool.lease() as env:
-                t = play(env, ExpertPolicy(p.solution, *expert_prompt), p.task, domain=p.domain,
-                         group_id=f"{p.task.get('id', '')}:expert", task_dir=p.task_dir)
-        except (EnvError, TimeoutError) as e:
-            t = Trajectory(p.task.get("id", ""), 0, [], error=f"env: {e}")
-        return dataclasses.asdict(t)
-
-    work_through(journal, [(p.name, p) for p in plays], one, workers=pool.size, label=label, console=console,
-                 tally=lambda t: {"scored": t["score"] > 0}, shown=lambda n, seconds: f"scored {n.get('scored', 0)}")
-    return [Trajectory(**journal.get(p.name)) for p in plays]
-
-
 def _check_fleet(cfg: BuildConfig) -> None:
     """The desktops of `cfg.envs` must read this build's files (OUT/files): ValueError naming both."""
     from computerrl.envs.fleet.manifest import fleet_cache, manifest_path
@@ -212,11 +176,12 @@ def _replay(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> 
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import prompt_settings, resolve
+    from computerrl.stages.playing import NO_ACTION, ScriptedPlay, play_scripted
 
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "envs"}
     journal = Journal(out / JOURNAL, settings, restart=True)  # another build's replays are of other tasks
-    plays = [Scripted(i.task_id, i.task, i.domain, tuple(i.solution)) for i in instances] + \
-            [Scripted(f"{i.task_id}{UNTOUCHED}", i.task, i.domain, NO_ACTION) for i in instances]
+    plays = [ScriptedPlay(i.task_id, i.task, i.domain, tuple(i.solution)) for i in instances] + \
+            [ScriptedPlay(f"{i.task_id}{UNTOUCHED}", i.task, i.domain, NO_ACTION) for i in instances]
     pool = EnvPool.from_manifest(cfg.envs, max_steps=max(len(i.solution) for i in instances) + 2)
     try:
         played = play_scripted(pool, plays, prompt_settings(resolve(cfg.model), cfg.budgets), journal,

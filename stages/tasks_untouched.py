@@ -26,14 +26,14 @@ def score_untouched(folder: Path, envs: Path, out: Path, *, model: str = "embedd
     from computerrl.envs.fleet.pool import EnvPool
     from computerrl.envs.tasks.task_set import load_task_set
     from computerrl.policy.checkpoint import prompt_settings, resolve
-    from computerrl.stages.tasks_build import NO_ACTION, Scripted, play_scripted
+    from computerrl.stages.playing import NO_ACTION, ScriptedPlay, play_scripted
 
     items = [i for i in load_task_set(folder) if not i.skip]
     if not items:
         raise ValueError(f"no task under {folder} is supported here: nothing to play")
     journal = Journal(Path(out) / JOURNAL, {"tasks": str(Path(folder).resolve()), "envs": str(Path(envs).resolve())},
                       restart=True)
-    plays = [Scripted(i.task_id, i.task, i.domain, NO_ACTION, i.task_dir) for i in items]
+    plays = [ScriptedPlay(i.task_id, i.task, i.domain, NO_ACTION, i.task_dir) for i in items]
     pool = EnvPool.from_manifest(envs, max_steps=len(NO_ACTION))
     try:
         played = play_scripted(pool, plays, prompt_settings(resolve(model)), journal, label="untouched",

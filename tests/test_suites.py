@@ -95,7 +95,7 @@ def replayed(server, tmp_path_factory):
     from computerrl.envs.fleet.backends.base import EnvHandle
     from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import embedded_checkpoint, prompt_settings
-    from computerrl.stages.tasks_build import NO_ACTION, Scripted, play_scripted
+    from computerrl.stages.playing import NO_ACTION, ScriptedPlay, play_scripted
 
     srv, client = server
     instances = [make(t.name, 7, 0) for t in all_templates()]
@@ -108,8 +108,8 @@ def replayed(server, tmp_path_factory):
     write_files(instances, files)
     srv.slots[0].desktop.file_cache = files  # white box: the server's --cache
     every = instances + [broken, solved]
-    plays = [Scripted(i.task["id"], i.task, i.domain, tuple(i.solution)) for i in every] + \
-            [Scripted(i.task["id"] + ":untouched", i.task, i.domain, NO_ACTION) for i in every]
+    plays = [ScriptedPlay(i.task["id"], i.task, i.domain, tuple(i.solution)) for i in every] + \
+            [ScriptedPlay(i.task["id"] + ":untouched", i.task, i.domain, NO_ACTION) for i in every]
     pool = EnvPool([EnvHandle("test", f"127.0.0.1:{srv.port}", "local")], max_steps=30)
     journal = Journal(tmp_path_factory.mktemp("replays"), {})
     results = play_scripted(pool, plays, prompt_settings(embedded_checkpoint()), journal, label="replays")
