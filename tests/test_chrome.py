@@ -138,23 +138,26 @@ DELETE_ON_CLOSE = {
                   "expected": {"type": "rule", "rules": {"expected": "true"}}}}
 
 
+def edit_preferences(env, task: dict, change: str) -> tuple[float, dict]:
+    """Play `task`: the agent ends Chrome from a terminal and edits its Preferences (`change`: Python on the
+    loaded dict `d`), then says done."""
+    edit = ("pkill chrome; sleep 2; python3 -c \"import json; p = '/home/user/.config/google-chrome/Default/Preferences'; "
+            f"d = json.load(open(p)); {change}; json.dump(d, open(p, 'w'))\"")
+    return play(env, task, ["Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)",
+                            "Agent.wait()", "Agent.wait()", "Agent.wait()", "Agent.exit(True)"])
+
+
 def test_delete_data_on_close_is_the_cookies_setting_not_any_content_setting_a_fresh_profile_has(env):
     reward, info = play(env, DELETE_ON_CLOSE, ["Agent.exit(True)"])
     assert reward == 0.0, info  # OSWorld's getter scores this untouched start 1
-    edit = ("pkill chrome; sleep 2; python3 -c \"import json; p = '/home/user/.config/google-chrome/Default/Preferences'; "
-            "d = json.load(open(p)); d['profile'].setdefault('default_content_setting_values', {})['cookies'] = 4; "
-            "json.dump(d, open(p, 'w'))\"")
-    reward, info = play(env, DELETE_ON_CLOSE, ["Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)",
-                                               "Agent.wait()", "Agent.wait()", "Agent.wait()", "Agent.exit(True)"])
+    reward, info = edit_preferences(env, DELETE_ON_CLOSE,
+                                    "d['profile'].setdefault('default_content_setting_values', {})['cookies'] = 4")
     assert reward == 1.0, info
 
 
 def test_a_preference_written_by_chrome_is_read_from_its_profile(env):
-    edit = ("pkill chrome; sleep 2; python3 -c \"import json; p = '/home/user/.config/google-chrome/Default/Preferences'; "
-            "d = json.load(open(p)); d.setdefault('webkit', {}).setdefault('webprefs', {})['default_font_size'] = 72; "
-            "json.dump(d, open(p, 'w'))\"")
-    reward, info = play(env, FONT_SIZE, ["Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)",
-                                         "Agent.wait()", "Agent.wait()", "Agent.wait()", "Agent.exit(True)"])
+    reward, info = edit_preferences(env, FONT_SIZE,
+                                    "d.setdefault('webkit', {}).setdefault('webprefs', {})['default_font_size'] = 72")
     assert reward == 1.0, info
     reward, info = play(env, FONT_SIZE, ["Agent.exit(True)"])
     assert reward == 0.0, info
