@@ -223,9 +223,10 @@ def iteration_table(run: Path):
                 continue
             summary, i = json.loads((policy / "summary.json").read_text()), policy.name.rsplit("-", 1)[-1]
             draws = []
-            for weights in sorted((run / phase).glob(f"tasks-{i}*.weights.json")):
+            parts = [run / phase / f"tasks-{i}.weights.json", *sorted((run / phase).glob(f"tasks-{i}-*.weights.json"))]
+            for weights in filter(Path.exists, parts):  # the iteration's draw, then dynamic sampling's
                 w = json.loads(weights.read_text())
-                draws.append(", ".join(f"{t} {w['estimates'].get(t, {}).get('p', 0.5):.2f} → {x:.2f} "
-                                       f"({w['drawn'].get(t, 0)})" for t, x in w["weights"].items()))
+                draws.append(", ".join(f"{name} {w['estimates'].get(name, {}).get('p', 0.5):.2f} → {x:.2f} "
+                                       f"({w['drawn'].get(name, 0)})" for name, x in w["weights"].items()))
             t.add_row(phase, i, _pct(summary["skipped_fraction"]), str(summary.get("rows", "")), "; ".join(draws))
     return t

@@ -223,3 +223,20 @@ def test_signal_draws_belong_to_the_synchronous_loop():
     result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["entropulse", "--dry-run", "--set", "rl_draw=signal",
                                                             "--set", "rl_loop=async"])
     assert result.exit_code == 2 and "async-rl draws its own tasks" in result.output, result.output
+
+
+def test_the_iterations_table_shows_each_iterations_flat_share_and_the_weights_its_draws_used(tmp_path):
+    from rich.console import Console
+
+    from computerrl.data.report import iteration_table
+
+    for i, flat in ((1, 0.5), (2, 0.25)):
+        (tmp_path / "rl1" / f"policy-{i}").mkdir(parents=True)
+        (tmp_path / "rl1" / f"policy-{i}" / "summary.json").write_text(json.dumps({"skipped_fraction": flat, "rows": 9}))
+    draw = {"estimates": {"solved": {"p": 0.9}}, "weights": {"solved": 0.34, "new": 0.88}, "drawn": {"new": 6}}
+    (tmp_path / "rl1" / "tasks-2.weights.json").write_text(json.dumps(draw))
+    console = Console(width=200, record=True)
+    console.print(iteration_table(tmp_path))
+    rows = [line.split() for line in console.export_text().splitlines() if line.strip().startswith("rl1")]
+    assert rows[0] == ["rl1", "1", "50%", "9"]  # drawn uniformly: no weights
+    assert rows[1] == ["rl1", "2", "25%", "9", "solved", "0.90", "→", "0.34", "(0),", "new", "0.50", "→", "0.88", "(6)"]
