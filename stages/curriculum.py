@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 DECAY = 0.5  # weight of an iteration's plays relative to the iteration after it
@@ -52,14 +52,14 @@ def weighted_draw(pool: Path, out: Path, n: int, seed: int, history: list[list[P
     if out.exists():
         return out
     ds = load(pool)
-    template_of = dict(zip(ds["task_id"], ds["template"]))
+    ids, templates = ds["task_id"], ds["template"]
     left: dict[str, list[int]] = defaultdict(list)
-    for index, (task, template) in enumerate(template_of.items()):
+    for index, (task, template) in enumerate(zip(ids, templates)):
         if task not in exclude:
             left[template].append(index)
     if not left:
         return None
-    estimates = win_estimates(history, template_of)
+    estimates = win_estimates(history, dict(zip(ids, templates)))
     weights = {t: signal_weight(estimates.get(t, {"p": 0.5})["p"], samples) for t in sorted(left)}
     rng, chosen = random.Random(seed), []
     while len(chosen) < n and left:
@@ -69,9 +69,7 @@ def weighted_draw(pool: Path, out: Path, n: int, seed: int, history: list[list[P
         if not left[template]:
             del left[template]
     save_atomic(ds.select(chosen), out)
-    drawn = defaultdict(int)
-    for index in chosen:
-        drawn[ds[index]["template"]] += 1
+    drawn = Counter(templates[index] for index in chosen)
     write_atomic(weights_file(out), json.dumps({"estimates": estimates, "weights": weights, "drawn": drawn},
                                                indent=1))
     return out
