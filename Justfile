@@ -155,6 +155,13 @@ bench-tasks *args: install
 tasks-check dir:
     {{venv}}/computerrl tasks check {{dir}}
 
+# Score every supported task of a folder untouched on fresh desktops and list those that start solved.
+[group("tasks")]
+tasks-audit dir count="4" out=(runs / "audit"):
+    {{venv}}/computerrl spawn-envs --count {{count}} --out {{out}}/envs --detach
+    status=0; {{venv}}/computerrl tasks check {{dir}} --run --envs {{out}}/envs --out {{out}} --json || status=$?; \
+        {{venv}}/computerrl spawn-envs --stop --out {{out}}/envs; exit $status
+
 # Generate the task suites (train/test + file cache), replaying every reference solution.
 [group("tasks")]
 tasks-build out=(runs / "tasks") *args="":
@@ -164,3 +171,10 @@ tasks-build out=(runs / "tasks") *args="":
 [group("setup")]
 docker-image *args:
     bash envs/fleet/docker_image.sh {{args}}
+
+# RL 1 on the valid split from one BC: uniform task draws against rl_draw=signal + dynamic sampling (resumable).
+[group("experiments")]
+tune-rl-draw out=(runs / "tune") *args="":
+    {{venv}}/computerrl entropulse --out {{out}}/uniform --set suite={{out}}/tasks --set valid_tasks=24 --set eval_tasks={{out}}/tasks/valid --set explore_tasks=24 --set stop_after=rl1 {{args}}
+    mkdir -p {{out}}/signal && for done in bc eval-bc explore-bc; do [ -e {{out}}/signal/$done ] || cp -r {{out}}/uniform/$done {{out}}/signal/; done
+    {{venv}}/computerrl entropulse --out {{out}}/signal --set suite={{out}}/tasks --set valid_tasks=24 --set eval_tasks={{out}}/tasks/valid --set explore_tasks=24 --set stop_after=rl1 --set rl_draw=signal --set dynamic_sampling=1 {{args}}

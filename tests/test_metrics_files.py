@@ -16,7 +16,6 @@ import docx
 import pytest
 from PIL import Image, ImageDraw
 
-from computerrl.data.registry import UnknownName
 from computerrl.envs.tasks.metrics import files as metrics_files
 from computerrl.envs.tasks.registry import METRICS
 
@@ -128,6 +127,19 @@ def test_compare_archive_pdfs_in_zip_and_tar(osworld, tmp_path):
     assert 0.5 <= METRICS["compare_archive"](half, gold_tar, file_type="pdf") < 0.75  # the mean of the pairs
 
 
+def tone(hz: int, seconds: float = 0.5, rate: int = 22050) -> bytes:
+    """A sine wave as a 16-bit mono WAV."""
+    import math
+    import wave
+
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(rate)
+        w.writeframes(b"".join(int(12000 * math.sin(2 * math.pi * hz * i / rate)).to_bytes(2, "little", signed=True)
+                               for i in range(int(seconds * rate))))
+    return buf.getvalue()
+
+
 def test_compare_archive_routes_file_types_to_our_metrics(tmp_path):
     def document(name, text):
         d = docx.Document()
@@ -143,8 +155,9 @@ def test_compare_archive_routes_file_types_to_our_metrics(tmp_path):
                                       file_type="docx") == 0.0
     notes = zip_of(tmp_path / "notes.zip", {"n.txt": "one\n"})
     assert METRICS["compare_archive"](notes, notes) == 1.0  # text by default
-    with pytest.raises(UnknownName, match="compare_audios"):  # no metric for that kind of member yet
-        METRICS["compare_archive"](notes, notes, file_type="audio")
+    tones = {hz: zip_of(tmp_path / f"{hz}.zip", {"t.wav": tone(hz)}) for hz in (440, 1760)}
+    assert METRICS["compare_archive"](tones[440], tones[440], file_type="audio") == pytest.approx(1.0)
+    assert METRICS["compare_archive"](tones[1760], tones[440], file_type="audio") < 0.99  # by compare_audios
     with pytest.raises(ValueError, match="unknown file_type"):
         METRICS["compare_archive"](notes, notes, file_type="exe")
 

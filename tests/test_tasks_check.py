@@ -77,6 +77,17 @@ def test_unsupported_needs_are_named():
     assert "metric 'no_such_metric'" in missing
 
 
+def test_tasks_that_would_start_solved_offline_or_without_osworlds_package_are_unsupported():
+    cookies = {"func": "is_cookie_deleted", "result": {"type": "cookie_data", "dest": "Cookies"},
+               "expected": {"type": "rule", "rules": {"type": "domains", "domains": [".amazon.com"]}}}
+    offline = parse_task({**CALC_TASK, "evaluator": cookies}).unsupported()
+    assert any("'is_cookie_deleted' without the network" in m for m in offline), offline
+    assert parse_task({**CALC_TASK, "evaluator": cookies, "network": True}).unsupported() == []
+    [absent] = parse_task(_shell_task("gone", "dpkg -l | grep mahjongg", "")).unsupported()  # os/ddc75b62's check
+    assert absent.startswith("package 'mahjongg' (in OSWorld's VM, not in the desktop")
+    assert parse_task(_shell_task("here", "dpkg -l | grep bubblewrap", "")).unsupported() == []  # install.sh's
+
+
 def test_an_unsupported_compare_table_rule_is_named_at_load_time():
     task = parse_task({**CALC_TASK, "evaluator": {**CALC_TASK["evaluator"],
                                                   "options": {"rules": [{"type": "sparkline"}]}}})
@@ -190,7 +201,7 @@ def test_commands_run_as_written():
 
     # /home/user is the desktop's literal home in its sandbox: nothing is rewritten.
     assert _argv(["cp", "/home/user/a.txt", "/home/username/b"], False) == ["cp", "/home/user/a.txt", "/home/username/b"]
-    assert _argv("ls /home/user/Desktop", True) == ["bash", "-c", "ls /home/user/Desktop"]
+    assert _argv("ls /home/user/Desktop", True) == ["sh", "-c", "ls /home/user/Desktop"]  # /bin/sh, as OSWorld's
 
 
 @pytest.mark.parametrize("step, field, says", [
@@ -602,6 +613,10 @@ def _shell_task(task_id: str, command: str, expected: str, config: list | None =
                           "expected": {"type": "rule", "rules": {"expected": expected}}}}
 
 
+LOCK_ENABLED = "gsettings get org.gnome.desktop.screensaver lock-enabled"
+LOCK_ON = "gsettings set org.gnome.desktop.screensaver lock-enabled true"
+
+
 @pytest.mark.desktop
 def test_tasks_check_run_lists_the_tasks_that_score_untouched_with_the_agents_own_done(server, tmp_path):
     from computerrl.envs.fleet.backends.base import EnvHandle
@@ -612,9 +627,21 @@ def test_tasks_check_run_lists_the_tasks_that_score_untouched_with_the_agents_ow
     tasks.mkdir(parents=True)
     missing = [{"type": "download", "parameters": {"files": [{"url": "https://example.org/in.txt",
                                                               "path": "/home/user/in.txt"}]}}]
+    # OSWorld's os/a4d98375 and os/cc9d4f34 as written: GNOME's screen lock is off on OSWorld's VM, and its
+    # shell is dash, whose `echo -e` leaves the script no shebang (so it runs as "/bin/sh ./my_process.sh")
+    process = {**_shell_task("process", "ps -ef | grep my_process.sh", "", [{"type": "execute", "parameters": {
+        "command": "echo -e '#!/bin/bash\n\nwhile true; do\necho \"Running my_process...\"\nsleep 1\ndone' > "
+                   "my_process.sh && chmod +x my_process.sh && nohup ./my_process.sh > /dev/null 2>&1 &",
+        "shell": True}}])}
+    process["evaluator"] = {**process["evaluator"], "func": "check_include_exclude", "expected": {
+        "type": "rule", "rules": {"include": [], "exclude": ["/bin/sh ./my_process.sh"]}}}
     for name, task in {"solved": _shell_task("solved", "echo ready", "ready\n"),
                        "open": _shell_task("open", "[ -d ~/made ] && echo yes || echo no", "yes\n"),
-                       "no-input": _shell_task("no-input", "echo ready", "ready\n", missing)}.items():
+                       "no-input": _shell_task("no-input", "echo ready", "ready\n", missing),
+                       "lock-untouched": _shell_task("lock-untouched", LOCK_ENABLED, "true\n"),
+                       "lock-enable": _shell_task("lock-enable", LOCK_ENABLED, "true\n", [{"type": "execute",
+                                                  "parameters": {"command": LOCK_ON, "shell": True}}]),
+                       "process": process}.items():
         (tasks / f"{name}.json").write_text(json.dumps(task))
     write_manifest(envs, [EnvHandle("env-000", f"127.0.0.1:{srv.port}", "local")], {"env-000": "healthy"})
     argv = ["tasks", "check", str(tasks.parent), "--run", "--envs", str(envs), "--out", str(out), "--json"]
@@ -622,8 +649,10 @@ def test_tasks_check_run_lists_the_tasks_that_score_untouched_with_the_agents_ow
     assert result.exit_code == 1, result.output  # a task starts solved
     assert "starts solved: os/solved: scores 1 untouched" in result.output
     summary = json.loads(result.output.strip().splitlines()[-1])["untouched"]
-    assert summary == {"played": 3, "scored": {"os/solved": 1.0}, "not_set_up": 1}, summary
+    # the setting is the desktop's to change, and a reset takes it back (os/lock-untouched plays after os/lock-enable)
+    assert summary == {"played": 6, "scored": {"os/solved": 1.0, "os/lock-enable": 1.0}, "not_set_up": 1}, summary
     records = {r["task_id"]: r for r in json.loads((out / "untouched.json").read_text())}
-    assert records["os/open"]["score"] == 0 and not records["os/open"]["error"]
+    for played in ("os/open", "os/lock-untouched", "os/process"):
+        assert records[played]["score"] == 0 and not records[played]["error"], records[played]
     assert records["os/no-input"]["error"].startswith("setup:") and "in.txt" in records["os/no-input"]["error"]
     assert not (out / ".plays").exists()  # whole: nothing left to resume

@@ -30,6 +30,7 @@ from computerrl.envs.desktop.a11y import A11yError, A11yReader, CellHint, linear
 from computerrl.envs.desktop.a11y_xml import osworld_tree
 from computerrl.envs.desktop.actions import OPEN_S, ActionError, GuiActions, app_of, app_window
 from computerrl.envs.desktop.cgroup import Cgroup
+from computerrl.envs.desktop.gsettings import compile_schemas
 from computerrl.envs.desktop.office import FACTORIES, Office, office_env
 from computerrl.envs.desktop.sandbox import (CONF, HOME, PATH, RUN, SHM, TMP, VAR, X11, Limits, Sandbox, SandboxError,
                                      SandboxProcess, check_bwrap, start_xvfb)
@@ -157,12 +158,14 @@ class Desktop:
                                cgroup=self.cgroup)
         (conf / "openbox.xml").write_text(OPENBOX_RC)
         (conf / "a11y-bus.conf").write_text(A11Y_BUS_CONF)
+        compile_schemas(conf / "schemas")
         self.sandbox.start()
         # A clean environment, as on OSWorld's VM: Debian's PATH and python3, the user's home.
         self.env = office_env({"PATH": PATH, "HOME": HOME, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/bash",
                                "LANG": "C.UTF-8", "DISPLAY": display, "XAUTHORITY": f"{CONF}/Xauthority",
                                "XDG_RUNTIME_DIR": RUN, "DBUS_SESSION_BUS_ADDRESS": f"unix:path={RUN}/bus",
-                               "AT_SPI_BUS_ADDRESS": f"unix:path={RUN}/at-spi-bus"})
+                               "AT_SPI_BUS_ADDRESS": f"unix:path={RUN}/at-spi-bus",
+                               "GSETTINGS_SCHEMA_DIR": f"{CONF}/schemas"})  # OSWorld's VM's defaults
         self.office = Office(self.sandbox, {**self.env, "TMPDIR": f"{VAR}/office-tmp"}, f"{VAR}/lo-profile",
                              f"{CONF}/lo-profile", f"{LOGS}/soffice.log")
         self.sandbox.wipe([], skeleton=[LOGS])

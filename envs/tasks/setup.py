@@ -16,6 +16,7 @@ before any desktop runs it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import shlex
@@ -69,7 +70,7 @@ def _command(v) -> str:
                                                                                   for c in v))
     if not ok:
         return "expected a command: a string, or a list of strings"
-    # `bash -c` takes a string command as one argument, and the kernel refuses an argument this long
+    # `sh -c` takes a string command as one argument, and the kernel refuses an argument this long
     if len((shlex.join(map(str, v)) if isinstance(v, list) else v).encode()) >= ARG_MAX_BYTES:
         return f"command too long for the kernel (at most {ARG_MAX_BYTES // 1024} KiB)"
     return ""
@@ -227,8 +228,10 @@ def open_file(desktop: "Desktop", budget: Budget, path: str, **_) -> None:
 
 
 def _argv(command: list[str] | str, shell: bool) -> list[str]:
+    # /bin/sh, as OSWorld's server runs a shell command (Python's shell=True): under dash, `echo -e`
+    # writes its "-e", and a task may count on it (os/cc9d4f34's script then runs as "/bin/sh ./x.sh")
     if flag(shell) or isinstance(command, str):
-        return ["bash", "-c", command if isinstance(command, str) else shlex.join(map(str, command))]
+        return ["sh", "-c", command if isinstance(command, str) else shlex.join(map(str, command))]
     return [str(c) for c in command]
 
 
@@ -265,6 +268,31 @@ def missing_program(step: dict) -> str:
         if not _in_desktop(p):
             return f"program {p!r} (not in the desktop)"
     return ""
+
+
+DPKG_GREP = re.compile(r"dpkg\s+-l\s*\|\s*grep\s+['\"]?([\w.+-]+)")  # how a task asks whether a package is installed
+
+
+def missing_package(getter: dict) -> str:
+    """A command getter that asks dpkg for a package the desktop does not have (OSWorld's VM does): the
+    answer is already 'not installed', so an 'uninstall it' task would start solved. '' otherwise."""
+    command = getter.get("command") if getter.get("type") == "vm_command_line" else None
+    text = command if isinstance(command, str) else shlex.join(map(str, command)) if command else ""
+    wanted = [m.group(1) for m in DPKG_GREP.finditer(text)]
+    missing = [name for name in wanted if not any(name in package for package in installed_packages())]
+    if not missing:
+        return ""
+    return f"package {missing[0]!r} (in OSWorld's VM, not in the desktop: the task would start solved)"
+
+
+@functools.cache
+def installed_packages() -> frozenset[str]:
+    """The names of the Debian packages installed here: the desktop's, whose sandbox mounts /var/lib/dpkg."""
+    try:
+        status = Path("/var/lib/dpkg/status").read_text(errors="replace")
+    except OSError:
+        return frozenset()
+    return frozenset(re.findall(r"^Package: (\S+)", status, flags=re.M))
 
 
 def _shell_programs(text: str) -> list[str]:

@@ -171,7 +171,7 @@ def compare_archive(result, expected, **options) -> float:
     file_path, file_type = options.pop("file_path", ""), options.pop("file_type", "text")
     if file_type not in ARCHIVE_FILE_TYPES:
         raise ValueError(f"compare_archive: unknown file_type {file_type!r}; known: {', '.join(ARCHIVE_FILE_TYPES)}")
-    compare = METRICS[ARCHIVE_FILE_TYPES[file_type]]  # raises, naming the known ones, for audio and video
+    compare = METRICS[ARCHIVE_FILE_TYPES[file_type]]
     if not result:
         return 0.0
     with tempfile.TemporaryDirectory(prefix="compare_archive-") as tmp:
