@@ -236,6 +236,7 @@ def _argv(command: list[str] | str, shell: bool) -> list[str]:
 
 
 APP_START_S = 30.0
+SETUP_WINDOW_S, EVALUATION_WINDOW_S = 15.0, 5.0  # how long a window step waits for its window
 PKILL_WAIT_S = 10.0  # how long a task's pkill waits for what it killed
 PKILL_ONLY = re.compile(r"-(\d+|[A-Z]+|SIG[A-Z]+|e|-echo|-signal=\S+)")  # signals, --echo: pkill's, not pgrep's
 TOLERATED_AFTER_THE_AGENT = {"activate_window", "close_window", "sleep"}  # what the agent may have closed
@@ -425,14 +426,17 @@ def sleep(desktop: "Desktop", budget: Budget, seconds: float, **_) -> None:
 WINDOW_NAMES = {"Google Chrome": "Chromium", "google-chrome": "chromium", "Mail.thunderbird": "thunderbird-default"}
 
 
-def _window(desktop: "Desktop", window_name: str, strict: bool = False, by_class: bool = False):
+def _window(desktop: "Desktop", budget: Budget, window_name: str, strict: bool = False, by_class: bool = False):
     names = [window_name] + [here for there, here in WINDOW_NAMES.items() if there.lower() == window_name.lower()]
 
     def matches(w) -> bool:
         name = w.wm_class if flag(by_class) else w.title
         return any(name == n if flag(strict) else n.lower() in name.lower() for n in names)
 
-    return desktop.wait_for_window(matches, timeout_s=5.0)
+    # a setup's window may come from a hotkey just pressed, on cores the other desktops share; in an
+    # evaluation the window was there (or the agent closed it: then waiting longer only slows the score)
+    return desktop.wait_for_window(matches, timeout_s=budget.left(EVALUATION_WINDOW_S if budget.trusted
+                                                                  else SETUP_WINDOW_S))
 
 
 def _xdotool(desktop: "Desktop", *argv: str) -> None:
@@ -444,7 +448,7 @@ def _xdotool(desktop: "Desktop", *argv: str) -> None:
 @step("activate_window", window_name=(_string, True), strict=(_flag, False), by_class=(_flag, False))
 def activate_window(desktop: "Desktop", budget: Budget, window_name: str, strict: bool = False,
                     by_class: bool = False, **_) -> None:
-    w = _window(desktop, window_name, strict, by_class)
+    w = _window(desktop, budget, window_name, strict, by_class)
     if w is None:
         raise SetupError(f"activate_window: no window matches {window_name!r}")
     _xdotool(desktop, "windowactivate", "--sync", str(w.id))
@@ -453,7 +457,7 @@ def activate_window(desktop: "Desktop", budget: Budget, window_name: str, strict
 @step("close_window", window_name=(_string, True), strict=(_flag, False), by_class=(_flag, False))
 def close_window(desktop: "Desktop", budget: Budget, window_name: str, strict: bool = False,
                  by_class: bool = False, **_) -> None:
-    w = _window(desktop, window_name, strict, by_class)
+    w = _window(desktop, budget, window_name, strict, by_class)
     if w is None:
         raise SetupError(f"close_window: no window matches {window_name!r}")
     _xdotool(desktop, "windowclose", str(w.id))

@@ -27,8 +27,7 @@ from computerrl.envs.tasks.registry import GETTERS, METRICS, SETUP_STEPS
 ACCOUNT_STEPS = {"googledrive", "login"}  # OSWorld's steps that sign in to an outside service
 ACCOUNT_GETTERS = {"googledrive_file"}
 # Metrics whose starting state only the network makes: offline the task starts solved
-NETWORK_STATE_METRICS = {"is_cookie_deleted": "the cookies it wants deleted are set by the sites the setup opens; "
-                                              "offline there are none, and doing nothing scores 1"}
+NETWORK_STATE_METRICS = {"is_cookie_deleted": "no site sets the cookies it wants deleted"}
 
 
 class TaskError(ValueError):
@@ -87,8 +86,9 @@ class Task:
         missing += [p for p in dict.fromkeys(programs) if p]
         missing += [f"getter {g['type']!r}" for g in self.getters if g["type"] not in GETTERS]
         missing += [p for p in dict.fromkeys(setup.missing_package(g) for g in self.getters) if p]
-        missing += [f"metric {m!r} without the network ({NETWORK_STATE_METRICS[m]}; the task's \"network\": true "
-                    "runs it)" for m in dict.fromkeys(self.metrics) if m in NETWORK_STATE_METRICS and not self.network]
+        missing += [f"metric {m!r} without the network ({NETWORK_STATE_METRICS[m]}: it would start solved; "
+                    "\"network\": true runs it)"
+                    for m in dict.fromkeys(self.metrics) if m in NETWORK_STATE_METRICS and not self.network]
         missing += [f"getter {g['type']!r} with {name} {problem}" for g in self.getters
                     for name, problem in setup.check_parameters(g["type"], g, getters.GETTER_PARAMETERS)]
         missing += [f"metric {m!r}" for m in dict.fromkeys(self.metrics) if m not in METRICS]
