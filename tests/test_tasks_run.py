@@ -195,6 +195,18 @@ def test_terminal_output_getter_reads_what_the_terminal_printed(task_env):
     assert reward == 0.0
 
 
+def test_ctrl_alt_t_opens_the_terminal_osworlds_os_tasks_open_and_the_getter_reads_it(task_env):
+    hotkey = "import pyautogui; import time; pyautogui.hotkey('ctrl', 'alt', 't'); time.sleep(0.5)"  # as theirs
+    task = {"id": "os-hotkey", "instruction": "Print the word marmalade in the terminal.",
+            "config": [{"type": "execute", "parameters": {"command": ["python", "-c", hotkey]}},
+                       {"type": "activate_window", "parameters": {"window_name": "Terminal"}}],
+            "evaluator": {"func": "check_include_exclude", "result": {"type": "vm_terminal_output"},
+                          "expected": {"type": "rule", "rules": {"include": ["marmalade"], "exclude": []}}}}
+    reward, info = play(task_env, task, ["Agent.type(text='echo marma\'\'lade', enter=True)", "Agent.wait()",
+                                         "Agent.exit(True)"])
+    assert reward == 1.0, info
+
+
 def test_infeasible_task_rewards_giving_up_only(task_env):
     task = {"id": "impossible", "instruction": "Print to the moon.", "config": [],
             "evaluator": {"func": "infeasible"}}

@@ -51,12 +51,17 @@ GENERATED_CALL_S = 20.0  # a generated API call that takes longer is killed (the
 VSCODE_CLI_S = 120.0  # VS Code's command line (an extension install unpacks a package)
 TERMINAL_LOG_LIMIT = 16 << 20  # bytes of a terminal's log read for the vm_terminal_output getter
 
-OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
+TERMINAL_LOG = re.compile(r"terminal-(\d+)\.log")  # a terminal's session log in TERMINALS: when it opened (ns)
+# Ctrl+Alt+T opens a terminal, as on OSWorld's Ubuntu (its os tasks open theirs so, and agents do too)
+TERMINAL_HOTKEY = f"sh -c 'exec xterm -T Terminal -l -lf {TERMINALS}/terminal-$(date +%s%N).log'"
+OPENBOX_RC = f"""<?xml version="1.0" encoding="UTF-8"?>
 <openbox_config xmlns="http://openbox.org/3.4/rc">
   <focus><focusNew>yes</focusNew><followMouse>no</followMouse></focus>
   <placement><policy>Smart</policy></placement>
   <desktops><number>1</number></desktops>
   <applications><application class="*"><maximized>yes</maximized><focus>yes</focus></application></applications>
+  <keyboard><keybind key="C-A-t"><action name="Execute"><command>{TERMINAL_HOTKEY}</command></action></keybind>
+  </keyboard>
 </openbox_config>
 """
 # The AT-SPI bus as Debian's at-spi-bus-launcher makes it (with its limits: reads are pipelined), but
@@ -114,7 +119,6 @@ class Desktop:
         self._xvfb: subprocess.Popen | None = None
         self._services: dict[str, SandboxProcess] = {}  # D-Bus, the AT-SPI bus, openbox
         self._keep: dict[int, int] = {}  # session pids (and start times) a reset spares: the services
-        self.terminal_logs: list[str] = []  # session logs of the terminals opened this episode (sandbox paths)
         self.setup_notes: list[str] = []  # what the task's setup commands reported (failures), this reset
         self.task_dir: Path | None = None  # the running task's folder: its file:// sources may come from it
         self.office: Office | None = None
@@ -319,7 +323,6 @@ class Desktop:
         for name, made in self._buses.items():  # one the agent replaced stays lost to the apps: rebuild
             if self._bus_id(name) != made:
                 raise RuntimeError(f"the desktop's {name} socket was replaced; its apps can no longer reach it")
-        self.terminal_logs.clear()
         self.setup_notes.clear()
         self.last_result = ""
 
@@ -332,12 +335,17 @@ class Desktop:
 
     def terminal_log_args(self) -> list[str]:
         """xterm options that log the session outside home (the vm_terminal_output getter reads it)."""
-        self.terminal_logs.append(f"{TERMINALS}/terminal-{len(self.terminal_logs)}.log")
-        return ["-l", "-lf", self.terminal_logs[-1]]
+        return ["-l", "-lf", f"{TERMINALS}/terminal-{time.time_ns()}.log"]
 
     def terminal_output(self) -> str | None:
-        """What the most recently opened terminal printed (escape sequences removed), None if none was opened."""
-        raw = self.sandbox.read(self.terminal_logs[-1], limit=TERMINAL_LOG_LIMIT) if self.terminal_logs else None
+        """What the most recently opened terminal printed (escape sequences removed), None if none was opened.
+        Opened by an app start or by Ctrl+Alt+T: the newest log in TERMINALS (emptied at each reset)."""
+        try:
+            names = os.listdir(f"/proc/{self.sandbox.pid}/root{TERMINALS}")  # the sandbox's file system
+        except OSError:
+            return None
+        opened = [(int(m.group(1)), name) for name in names if (m := TERMINAL_LOG.fullmatch(name))]
+        raw = self.sandbox.read(f"{TERMINALS}/{max(opened)[1]}", limit=TERMINAL_LOG_LIMIT) if opened else None
         if raw is None:
             return None
         return ANSI_ESCAPE.sub("", raw.decode(errors="replace")).replace("\r\n", "\n").replace("\r", "")
