@@ -288,6 +288,11 @@ def test_a_task_without_an_evaluator_loads_and_says_so(tmp_path, evaluator, why)
      ["program 'no-such-tool' (not in the desktop)"]),
     ({"type": "execute", "parameters": {"command": "echo pw | sudo -S apt-get install -y zsh", "shell": True}},
      ["'apt-get install' (needs the network)"]),
+    # an install of packages the desktop holds (install.sh's jq and unzip) succeeds offline: compat/bin/apt-get
+    ({"type": "execute", "parameters": {"command": "echo password | sudo -S apt-get update -y && echo password | "
+                                        "sudo -S apt-get install unzip -y && unzip a.zip", "shell": True}}, []),
+    ({"type": "execute", "parameters": {"command": "sudo apt install jq zsh -y", "shell": True}},
+     ["'apt install' (needs the network)"]),
     ({"type": "execute", "parameters": {"command": "jq . a.json > temp 2>&1 && mv temp a.json; echo \"$X\"",
                                         "shell": True}}, []),
     ({"type": "execute", "parameters": {"command": ["python", "-c", "import os; no_such_program()"]}}, []),

@@ -207,6 +207,19 @@ def test_ctrl_alt_t_opens_the_terminal_osworlds_os_tasks_open_and_the_getter_rea
     assert reward == 1.0, info
 
 
+def test_a_setups_apt_get_install_of_a_package_the_desktop_holds_succeeds_offline(task_env):
+    install = "echo password | sudo -S apt-get update -y && echo password | sudo -S apt-get install -y jq"  # OSWorld's
+    task = {"id": "os-apt", "instruction": "Nothing to do.",
+            "config": [{"type": "execute", "parameters": {"command": f"{install} && jq -n 6*7 > ~/ok.txt",
+                                                          "shell": True}}],
+            "evaluator": {"func": "exact_match", "result": {"type": "vm_command_line", "command": "cat ~/ok.txt"},
+                          "expected": {"type": "rule", "rules": {"expected": "42\n"}}}}
+    assert play(task_env, task, ["Agent.exit(True)"])[0] == 1.0
+    refused = {**task, "config": [{"type": "execute", "parameters": {"command": "sudo apt-get install -y zsh"}}]}
+    with pytest.raises(EnvError, match="'apt-get install' \\(needs the network\\)"):
+        task_env.reset(options={"task": refused})
+
+
 def test_infeasible_task_rewards_giving_up_only(task_env):
     task = {"id": "impossible", "instruction": "Print to the moon.", "config": [],
             "evaluator": {"func": "infeasible"}}
