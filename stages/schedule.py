@@ -352,8 +352,10 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
                         s.entropulse_epochs, s.lr_entropulse)
         else:
             console.print("[yellow]RL phase 1 had no successful trajectory: nothing to learn from, so Entropulse "
-                          "keeps the RL checkpoint as it is[/]")
+                          "keeps the RL checkpoint as it is, and its evaluations are RL 1's[/]")
             pulse = rl1
+            for kind in ("eval", "explore"):  # the same policy played again would measure only the noise
+                copy_done(out / f"{kind}-rl1", out / f"{kind}-entropulse")
         evaluate("entropulse", pulse)
         rl2, _ = rl_phase("rl2", pulse, 1 + s.rl_iterations)
         evaluate("rl2", rl2)
@@ -386,6 +388,17 @@ def _task_draw(train: Path, out: Path, n: int, seed: int, part: int = 0) -> Path
             return None
         save_atomic(ds.shuffle(seed=seed).select(chosen), out)
     return out
+
+
+def copy_done(done: Path, to: Path) -> None:
+    """A finished stage's folder copied whole to `to`, which then holds it done (unless `to` exists)."""
+    import shutil
+
+    if done.exists() and not to.exists():
+        partial = to.with_name(f".{to.name}.copy")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(done, partial)
+        partial.rename(to)
 
 
 def drawn_ids(draws: list[Path]) -> set[str]:

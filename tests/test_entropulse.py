@@ -54,6 +54,8 @@ def test_the_quick_schedule_trains_and_evaluates_every_phase_and_prints_the_tabl
     assert rl2["parent"] == pulse["policy_version"]
     rows = json.loads((out / "successes" / "summary.json").read_text())["rows"]
     assert (out / "entropulse").exists() == (rows > 0)
+    if not rows:  # Entropulse kept RL 1's policy: its evaluations are RL 1's, not played again
+        assert (out / "eval-entropulse" / "summary.json").read_text() == (out / "eval-rl1" / "summary.json").read_text()
     assert Image.open(out / "schedule.png").size[0] >= 600
     # rerun: every step is found done, nothing is trained or played again
     again = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "entropulse", "--quick", "--out", str(out)],
