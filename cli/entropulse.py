@@ -48,6 +48,11 @@ def command(
     samples: Annotated[Optional[int], typer.Option(help="G: trajectories per task in RL.")] = None,
     eval_base: Annotated[bool, typer.Option("--eval-base", help="Evaluate the starting model too.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the steps as commands; run nothing.")] = False,
+    report: Annotated[bool, typer.Option("--report", help="Print the table of the phases OUT holds evaluated "
+                                         "(OUT/seed-N with --seeds) and run nothing: seeds run in different "
+                                         "sessions or on different machines pool into one table once their "
+                                         "folders are copied in (only eval-*, explore-* and the policies' "
+                                         "summary files are read, a few hundred KB a seed).")] = False,
 ):
     from rich.console import Console
 
@@ -68,6 +73,16 @@ def command(
         typer.echo(settings_file(chosen), nl=False)
         return
     console = Console(soft_wrap=True)
+    if report:
+        from computerrl.data.report import phases_done
+        from computerrl.stages.schedule import PHASES
+
+        done = {s: phases_done(Path(out) / f"seed-{s}" if seeds else Path(out), list(PHASES)) for s in chosen_seeds}
+        if empty := [s for s, rows in done.items() if not rows]:
+            raise typer.BadParameter(f"no evaluated phase under {out} for seed(s) {', '.join(map(str, empty))}",
+                                     param_hint="--out")
+        console.print(schedule_report(done))
+        return
     by_seed = {}
     for s in chosen_seeds:
         by_seed[s] = run(chosen, Path(out) / f"seed-{s}" if seeds else Path(out), model, s, console,

@@ -38,6 +38,23 @@ def exploration(summary: dict) -> dict:
             "distinct": overall.get("distinct_actions", float("nan")), "mixed": overall.get("mixed", float("nan"))}
 
 
+def phase_figures(run: Path, phase: str, summary: dict, sampled: dict | None) -> dict:
+    """One evaluated phase's row of the report: its eval's `summary`, its RL batches, and its sampled
+    eval's summary (None when it had none)."""
+    return phase_row(phase, summary, run / f"eval-{phase}") | rl_figures(run, phase) \
+        | (exploration(sampled) if sampled else {})
+
+
+def phases_done(run: Path, phases: list[str]) -> list[dict]:
+    """The rows of the phases (in order) that a schedule's run folder holds evaluated, read from its
+    small files alone: eval-*/summary.json and results/, explore-*/summary.json, the policies' summaries."""
+    def read(folder: Path) -> dict | None:
+        return json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else None
+
+    return [phase_figures(run, phase, summary, read(run / f"explore-{phase}")) for phase in phases
+            if (summary := read(run / f"eval-{phase}")) is not None]
+
+
 def rl_figures(run: Path, phase: str) -> dict:
     """An RL phase's GRPO batches: the mean share of flat groups (all rewards equal: no signal) and
     the rows trained on, over its iterations."""
@@ -72,8 +89,9 @@ def schedule_report(seeds: dict[int, list[dict]]):
     then each phase's exploration."""
     from rich.console import Group
 
-    phases = [p["phase"] for p in next(iter(seeds.values()))]
-    by_phase = {name: [rows[k] for rows in seeds.values()] for k, name in enumerate(phases)}
+    common = set.intersection(*({p["phase"] for p in rows} for rows in seeds.values()))  # seeds cut short
+    phases = [p["phase"] for p in next(iter(seeds.values())) if p["phase"] in common]
+    by_phase = {name: [next(p for p in rows if p["phase"] == name) for rows in seeds.values()] for name in phases}
     return Group(success_table(seeds, phases, by_phase), exploration_table(by_phase))
 
 

@@ -232,8 +232,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     """The schedule for one seed into `out`; prints its table and returns its phase rows."""
     from rich.console import Console
 
-    from computerrl.data.report import (exploration, iteration_table, phase_row, rl_figures, schedule_plot,
-                                       schedule_report)
+    from computerrl.data.report import iteration_table, phase_figures, schedule_plot, schedule_report
     from computerrl.stages.curriculum import weighted_draw
 
     console = console or Console(soft_wrap=True)
@@ -266,8 +265,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
             sampled = step("eval", tasks=eval_tasks, model=checkpoint, limit=s.explore_tasks, screenshots=False,
                            samples=s.explore_samples, temperature=1.0, out=out / f"explore-{phase}", **playing)
         if not dry_run:
-            phases.append(phase_row(phase, summary, out / f"eval-{phase}") | rl_figures(out, phase)
-                          | (exploration(sampled) if sampled else {}))
+            phases.append(phase_figures(out, phase, summary, sampled))
         if phase == s.stop_after:
             raise _Stopped
 

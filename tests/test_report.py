@@ -50,3 +50,37 @@ def test_the_tables_pool_seeds_show_each_and_fit_80_columns():
     assert header == ["phase", "H", "tok", "H", "act", "pass@1", "pass@4", "acts", "mixed", "flat"]
     rl1 = next(line.split() for line in explored.splitlines() if line.strip().startswith("rl1 "))
     assert rl1 == ["rl1", "0.050", "1.20", "50%", "88%", "2.5", "38%", "38%"]  # means over seeds; flat: 0.5 and 0.25
+
+
+def test_seeds_run_apart_pool_from_their_folders_small_files(tmp_path):
+    """`entropulse --report`: seeds run in other sessions or on other machines, their folders copied in."""
+    import json
+
+    import datasets
+    from typer.testing import CliRunner
+
+    from computerrl.cli.main import app
+    from computerrl.data.datasets_io import save_atomic
+
+    def evaluated(folder, wins: list[bool]) -> None:  # what eval leaves: its summary and one row a task
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps({"overall": {"mean_entropy": 0.1, "action_entropy": 1.0}}))
+        save_atomic(datasets.Dataset.from_list([{"task_id": f"t{k}", "ood": k >= 3, "samples": 1, "successes": int(w)}
+                                                for k, w in enumerate(wins)]), folder / "results")
+
+    evaluated(tmp_path / "seed-0" / "eval-bc", [True, False, False, False])
+    evaluated(tmp_path / "seed-0" / "eval-rl1", [True, True, False, False])
+    evaluated(tmp_path / "seed-1" / "eval-bc", [False, False, False, True])
+    evaluated(tmp_path / "seed-1" / "eval-rl1", [True, False, False, True])
+    evaluated(tmp_path / "seed-0" / "eval-entropulse", [True] * 4)  # seed 0 went further: not pooled
+    runner = CliRunner(env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["entropulse", "--report", "--seeds", "0,1", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "4 held-out tasks, seeds 0, 1" in result.output
+    success = result.output.split("how much each phase explores")[0]
+    rows = {line.split()[0]: line.split() for line in success.splitlines() if line.strip()}
+    assert rows["bc"][1] == "25%" and rows["rl1"][1] == "50%"  # 2 and 4 of the 8 (seed, task) pairs
+    assert "entropulse" not in rows
+    assert not (tmp_path / "seed-0" / "envs").exists()  # nothing was started
+    missing = runner.invoke(app, ["entropulse", "--report", "--seeds", "0,2", "--out", str(tmp_path)])
+    assert missing.exit_code != 0 and "seed(s) 2" in missing.output
