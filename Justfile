@@ -155,6 +155,22 @@ bench-tasks *args: install
 tasks-check dir:
     {{venv}}/computerrl tasks check {{dir}}
 
+# Issue 31's measurement: the demo's RL phase from a demo run's BC (2 versions x 6 groups x G = 4), played
+# --sync then asynchronously on the same 4 desktops, each policy evaluated on the first `limit` held-out tasks; run it alone.
+[group("bench")]
+compare-async run=(runs / "tune/uniform") tasks=(runs / "tune/tasks") out=(runs / "compare-async") limit="32":
+    {{venv}}/computerrl spawn-envs --count 4 --out {{out}}/envs --cache {{tasks}}/files --detach
+    status=0; for loop in sync async; do [ -e {{out}}/$loop/summary.json ] || {{venv}}/computerrl async-rl \
+        --model {{run}}/bc --tasks {{tasks}}/train --envs {{out}}/envs --out {{out}}/$loop --samples 4 --groups 6 \
+        --updates 2 --max-steps 4 --max-new-tokens 48 --budgets tiny --lr 5e-5 --grpo-epochs 2 --train-layers 8 \
+        --seed 1 --$([ $loop = sync ] || echo no-)sync || status=$?; done; \
+    for name in bc sync async; do model={{out}}/$name/policy-2; [ $name != bc ] || model={{run}}/bc; \
+        [ $status != 0 ] || [ -e {{out}}/eval-$name/summary.json ] || {{venv}}/computerrl eval --model $model \
+        --tasks {{tasks}}/test --limit {{limit}} --envs {{out}}/envs --out {{out}}/eval-$name --max-steps 4 \
+        --max-new-tokens 48 --budgets tiny --seed 0 --no-screenshots || status=$?; done; \
+    {{venv}}/computerrl spawn-envs --stop --out {{out}}/envs; [ $status = 0 ] || exit $status
+    {{venv}}/python -m computerrl.bench.bench_async --compare {{out}}
+
 # Score every supported task of a folder untouched on fresh desktops and list those that start solved.
 [group("tasks")]
 tasks-audit dir count="4" out=(runs / "audit"):

@@ -3,6 +3,7 @@
     python -m computerrl.bench.bench_async                     # simulation at 4 and 16 desktops, syncs (~15 min)
     python -m computerrl.bench.bench_async --desktops 0        # the weight syncs only (~2 min)
     python -m computerrl.bench.bench_async --desktops 4 --updates 2
+    python -m computerrl.bench.bench_async --compare runs/compare-async   # what `just compare-async` ran
 
 - The shape at GPU scale, simulated: real desktops (generated Calc tasks, env servers over gRPC) under
   `async-rl`'s loop, with STAND-INS for the GPU parts: an engine that answers every batch after a
@@ -15,6 +16,10 @@
 - Weight sync of the embedded model per engine: a live engine switched to another checkpoint of it
   (`Engine.load_weights`), median of `--syncs`: transformers (tensors copied in place), llamacpp
   (exported to GGUF and loaded anew), vllm (in .venv-vllm when it is there: in place on a GPU, started anew on a CPU).
+- `--compare RUN` reads what `just compare-async` wrote: the demo's RL phase run from one BC
+  synchronously and asynchronously on the real model and desktops, the same trained groups each way;
+  wall time, the desktops' and trainer's busy shares, lag and importance weights, and success after
+  the phase on the same held-out tasks (paired McNemar p against BC and between the two loops).
 Prints the figures, then one flat JSON line of results.
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import tempfile
@@ -150,6 +156,56 @@ def sync_times(python: str, engine: str, checkpoint: Path, syncs: int) -> list[f
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def compare(run: Path) -> dict:
+    """The figures of `just compare-async`'s folder: each loop's summary and updates, and the evals."""
+    from computerrl.data.report import paired, phase_row, pooled
+
+    def read(path: Path) -> dict:
+        if not path.exists():
+            raise SystemExit(f"{path}: not there; run `just compare-async` to make it")
+        return json.loads(path.read_text())
+
+    evals = {name: [phase_row(name, read(run / f"eval-{name}" / "summary.json"), run / f"eval-{name}")]
+             for name in ("bc", "sync", "async")}
+    results: dict = {}
+    for name, ev in evals.items():
+        p = pooled(ev)
+        print(f"{name:>5}: success {p['rate']:.0%} of {p['n']} held-out tasks (95% CI {p['ci'][0]:.0%}-{p['ci'][1]:.0%})")
+        results[f"success_{name}"] = round(p["rate"], 3)
+    results["tasks"] = pooled(evals["bc"])["n"]
+    for loop in ("sync", "async"):
+        s = read(run / loop / "summary.json")
+        updates = [json.loads(line) for line in (run / loop / "loop.jsonl").read_text().splitlines()]
+        grpo = [u["grpo"] for u in updates]
+        groups = sum(u["groups"] for u in updates)
+        is_weights, clipped = ([g[key] for g in grpo if not math.isnan(g.get(key, math.nan))]  # NaN: no stale row
+                               for key in ("is_weight_mean", "is_clip_fraction"))
+        vs_bc = paired(evals["bc"], evals[loop])
+        print(f"{loop:>5} loop: {s['wall_s'] / 60:.1f} min for {groups} trained groups ({s['versions']} versions), "
+              f"{s['steps_per_s']:.3f} steps/s, desktops busy {s['desktop_busy']:.0%} (idle "
+              f"{1 - s['desktop_busy']:.0%}), trainer busy {s['trainer_busy']:.0%} (idle {1 - s['trainer_busy']:.0%}), "
+              f"lag {s['lag_mean'] or 0:.2f} mean / {s['lag_max']} max, {s['dropped_groups']} groups dropped, "
+              f"IS weight {_mean_or_none(is_weights)} clipped {_mean_or_none(clipped)}; "
+              f"after - BC {vs_bc['delta']:+.0%} (McNemar p = {vs_bc['p']:.2f})")
+        results |= {f"{loop}_{key}": round(v, 3) if isinstance(v, float) else v for key, v in
+                    [("wall_s", s["wall_s"]), ("groups", groups), ("steps_per_s", s["steps_per_s"]),
+                     ("desktop_busy", s["desktop_busy"]), ("trainer_busy", s["trainer_busy"]),
+                     ("lag_mean", s["lag_mean"] or 0.0), ("lag_max", s["lag_max"]),
+                     ("dropped_groups", s["dropped_groups"]), ("is_weight_mean", _mean_or_none(is_weights)),
+                     ("is_clip_fraction", _mean_or_none(clipped)), ("minus_bc", vs_bc["delta"]),
+                     ("p_vs_bc", vs_bc["p"])]}
+    between = paired(evals["sync"], evals["async"])
+    print(f"async - sync: {between['delta']:+.0%} on the same {between['n']} tasks (McNemar p = {between['p']:.2f}); "
+          f"wall time async / sync {results['async_wall_s'] / results['sync_wall_s']:.2f}")
+    results |= {"async_minus_sync": round(between["delta"], 3), "p_async_vs_sync": round(between["p"], 3),
+                "wall_ratio": round(results["async_wall_s"] / results["sync_wall_s"], 3)}
+    return results
+
+
+def _mean_or_none(xs: list[float]) -> float | None:
+    return round(statistics.mean(xs), 3) if xs else None
+
+
 def main() -> None:
     import sys
 
@@ -162,7 +218,11 @@ def main() -> None:
     ap.add_argument("--answer-s", type=float, default=0.5, help="the stand-in engine's seconds per batch")
     ap.add_argument("--update-s", type=float, default=20.0, help="the stand-in trainer's seconds per update")
     ap.add_argument("--syncs", type=int, default=3, help="weight syncs timed per engine (0: none)")
+    ap.add_argument("--compare", type=Path, help="report `just compare-async`'s folder instead (runs nothing)")
     args = ap.parse_args()
+    if args.compare:
+        print(json.dumps(compare(args.compare)))
+        return
     results: dict = {"answer_s": args.answer_s, "update_s": args.update_s, "samples": args.samples,
                      "max_lag": args.max_lag, "updates": args.updates}
     counts = [int(c) for c in args.desktops.split(",") if int(c)]

@@ -236,6 +236,10 @@ class Loop:
                     batch = self._take_batch()
                     if batch is None:
                         return
+                    if all(errors := [t["error"] for g in batch for t in g.trajectories.values()]):
+                        raise RuntimeError(f"none of the {len(errors)} trajectories for version {version} was "
+                                           f"played to its end, so there is nothing to train on; the first: "
+                                           f"{errors[0]}")
                     draws, lags = [g.draw for g in batch], self._write_batch(batch, batch_path)
                 t0 = time.monotonic()
                 checkpoint, name = self._train(version, batch_path)

@@ -161,6 +161,24 @@ def test_stale_groups_are_dropped_a_lost_desktop_costs_its_episode_and_the_sync_
 
 
 @pytest.mark.desktop
+def test_a_batch_whose_every_trajectory_failed_stops_the_run_with_the_first_error_untrained(desktops, tmp_path):
+    """Tasks whose files the desktops' cache lacks fail at setup, every play: the run stops with that
+    setup error instead of handing GRPO a batch with nothing to train on."""
+    import datasets
+
+    from computerrl.data.datasets_io import save_atomic
+    from computerrl.data.schemas import TASK_FEATURES
+    from computerrl.envs.tasks.suites.build import generate, task_rows
+
+    uncached, _ = generate(2, 0, seed=99, templates=["calc_column_stat"])  # files never written to the cache
+    save_atomic(datasets.Dataset.from_dict(task_rows(uncached), features=TASK_FEATURES), tmp_path / "tasks")
+    (tmp_path / "envs").symlink_to(desktops / "envs")
+    with pytest.raises(RuntimeError, match="none of the 2 trajectories for version 1 .*not in the file cache"):
+        stand_in_run(tmp_path, tmp_path / "run", sync=False, max_lag=1)
+    assert not (tmp_path / "run" / "policy-1").exists() and not (tmp_path / "run" / "loop.jsonl").exists()
+
+
+@pytest.mark.desktop
 def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(desktops, tmp_path):
     """Two desktops play while GRPO trains in a process of its own: the first trainer process fails and is
     run again; the run is killed once version 1 is out, and rerun, it publishes version 2 without training

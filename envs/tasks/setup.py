@@ -23,7 +23,7 @@ import shlex
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from computerrl.apis.kit import desktop_path
 from computerrl.envs.desktop.sandbox import COMPAT, STAND_IN_NEEDS
@@ -249,7 +249,12 @@ SHELL_WORDS = {"export", "cd", "echo", "source", ".", "set", "unset", "eval", "e
 WRAPPERS = {"sudo", "env", "nohup", "time", "exec", "command", "nice"}  # run the command that follows them
 INSTALLERS = {"apt-get", "apt", "pip", "pip3", "snap", "npm"}  # "<one> install" fetches packages
 APT = {"apt-get", "apt"}  # whose install of a package the desktop holds succeeds offline (compat/bin/apt-get)
-INSTALL = "install: "  # how _programs names an install: "install: apt-get jq unzip"
+
+
+class Run(NamedTuple):
+    """A program a command runs; with `packages` when it is an installer's install (which needs the network)."""
+    program: str
+    packages: tuple[str, ...] | None = None
 
 
 def missing_program(step: dict) -> str:
@@ -262,17 +267,16 @@ def missing_program(step: dict) -> str:
     params = step.get("parameters", {})
     command = params.get("command")
     if isinstance(command, list) and not flag(params.get("shell", False)):
-        programs = _programs([str(c) for c in command])
+        runs = _programs([str(c) for c in command])
     else:
-        programs = _shell_programs(command if isinstance(command, str) else shlex.join(map(str, command or [])))
-    for p in programs:
-        if p.startswith(INSTALL):
-            installer, _, packages = p[len(INSTALL):].partition(" ")
-            if installer in APT and all(name in installed_packages() for name in packages.split()):
+        runs = _shell_programs(_command_text(command))
+    for run in runs:
+        if run.packages is not None:
+            if run.program in APT and all(name in installed_packages() for name in run.packages):
                 continue  # compat/bin/apt-get: installing what the desktop holds already succeeds
-            return f"'{installer} install' (needs the network)"
-        if not _in_desktop(p):
-            return f"program {p!r} (not in the desktop)"
+            return f"'{run.program} install' (needs the network)"
+        if not _in_desktop(run.program):
+            return f"program {run.program!r} (not in the desktop)"
     return ""
 
 
@@ -283,8 +287,7 @@ def missing_package(getter: dict) -> str:
     """A command getter that asks dpkg for a package the desktop does not have (OSWorld's VM does): the
     answer is already 'not installed', so an 'uninstall it' task would start solved. '' otherwise."""
     command = getter.get("command") if getter.get("type") == "vm_command_line" else None
-    text = command if isinstance(command, str) else shlex.join(map(str, command)) if command else ""
-    wanted = [m.group(1) for m in DPKG_GREP.finditer(text)]
+    wanted = [m.group(1) for m in DPKG_GREP.finditer(_command_text(command))]
     missing = [name for name in wanted if not any(name in package for package in installed_packages())]
     if not missing:
         return ""
@@ -302,7 +305,12 @@ def installed_packages() -> frozenset[str]:
                      for m in [re.search(r"^Package: (\S+)", stanza, flags=re.M)] if m)
 
 
-def _shell_programs(text: str) -> list[str]:
+def _command_text(command: str | list | None) -> str:
+    """A step's or getter's command as one shell line (a list joined with the quoting it needs)."""
+    return command if isinstance(command, str) else shlex.join(map(str, command or []))
+
+
+def _shell_programs(text: str) -> list[Run]:
     lex = shlex.shlex(text, posix=True, punctuation_chars="();<>|&\n")
     lex.whitespace, lex.whitespace_split = " \t\r", True
     try:
@@ -333,7 +341,7 @@ def _shell_programs(text: str) -> list[str]:
     return [p for words in commands for p in _programs(words)]
 
 
-def _programs(words: list[str]) -> list[str]:
+def _programs(words: list[str]) -> list[Run]:
     """The programs one command runs: past `VAR=value`, sudo and its options, env, nohup…; into `bash -c`."""
     while words and ("=" in words[0] and not words[0].startswith("=") or words[0] in WRAPPERS):
         if words[0] == "sudo":
@@ -345,9 +353,9 @@ def _programs(words: list[str]) -> list[str]:
     if len(words) > 2 and Path(words[0]).name in ("bash", "sh") and words[1] == "-c":
         return _shell_programs(words[2])
     if len(words) > 1 and Path(words[0]).name in INSTALLERS and "install" in words[1:]:
-        packages = [w for w in words[words.index("install") + 1:] if not w.startswith("-")]
-        return [" ".join([INSTALL + Path(words[0]).name, *packages])]
-    return words[:1]
+        packages = tuple(w for w in words[words.index("install") + 1:] if not w.startswith("-"))
+        return [Run(Path(words[0]).name, packages)]
+    return [Run(words[0])] if words else []
 
 
 def _in_desktop(name: str) -> bool:
