@@ -155,10 +155,11 @@ bench-tasks *args: install
 tasks-check dir:
     {{venv}}/computerrl tasks check {{dir}}
 
-# Issue 31's measurement: the demo's RL phase from a demo run's BC (2 versions x 6 groups x G = 4), played
-# --sync then asynchronously on the same 4 desktops, each policy evaluated on the first `limit` held-out tasks; run it alone.
+# The demo's RL phase from a schedule run's BC (`just demo`'s, or one with --set stop_after=bc), 2 versions of 6 groups
+# of G = 4 played --sync, then asynchronously, on the same 4 desktops; each policy evaluated on the first `limit`
+# held-out tasks of the run's suite. Alone on the machine, ~75 min here; resumes. Prints the figures and a JSON line.
 [group("bench")]
-compare-async run=(runs / "tune/uniform") tasks=(runs / "tune/tasks") out=(runs / "compare-async") limit="32":
+compare-async run=(runs / "demo") tasks=(run / "tasks") out=(runs / "compare-async") limit="32":
     {{venv}}/computerrl spawn-envs --count 4 --out {{out}}/envs --cache {{tasks}}/files --detach
     status=0; for loop in sync async; do [ -e {{out}}/$loop/summary.json ] || {{venv}}/computerrl async-rl \
         --model {{run}}/bc --tasks {{tasks}}/train --envs {{out}}/envs --out {{out}}/$loop --samples 4 --groups 6 \

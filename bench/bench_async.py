@@ -181,12 +181,13 @@ def compare(run: Path) -> dict:
         is_weights, clipped = ([g[key] for g in grpo if not math.isnan(g.get(key, math.nan))]  # NaN: no stale row
                                for key in ("is_weight_mean", "is_clip_fraction"))
         vs_bc = paired(evals["bc"], evals[loop])
+        weighed = (f"importance weights {_mean_or_none(is_weights)} mean, {_mean_or_none(clipped):.0%} clipped"
+                   if is_weights else "no row an older version sampled")
         print(f"{loop:>5} loop: {s['wall_s'] / 60:.1f} min for {groups} trained groups ({s['versions']} versions), "
               f"{s['steps_per_s']:.3f} steps/s, desktops busy {s['desktop_busy']:.0%} (idle "
               f"{1 - s['desktop_busy']:.0%}), trainer busy {s['trainer_busy']:.0%} (idle {1 - s['trainer_busy']:.0%}), "
               f"lag {s['lag_mean'] or 0:.2f} mean / {s['lag_max']} max, {s['dropped_groups']} groups dropped, "
-              f"IS weight {_mean_or_none(is_weights)} clipped {_mean_or_none(clipped)}; "
-              f"after - BC {vs_bc['delta']:+.0%} (McNemar p = {vs_bc['p']:.2f})")
+              f"{weighed}; after - BC {vs_bc['delta']:+.0%} (McNemar p = {vs_bc['p']:.2f})")
         results |= {f"{loop}_{key}": round(v, 3) if isinstance(v, float) else v for key, v in
                     [("wall_s", s["wall_s"]), ("groups", groups), ("steps_per_s", s["steps_per_s"]),
                      ("desktop_busy", s["desktop_busy"]), ("trainer_busy", s["trainer_busy"]),
