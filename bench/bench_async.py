@@ -196,10 +196,11 @@ def compare(run: Path) -> dict:
                      ("is_clip_fraction", _mean_or_none(clipped)), ("minus_bc", vs_bc["delta"]),
                      ("p_vs_bc", vs_bc["p"])]}
     between = paired(evals["sync"], evals["async"])
+    wall_ratio = results["async_wall_s"] / results["sync_wall_s"]
     print(f"async - sync: {between['delta']:+.0%} on the same {between['n']} tasks (McNemar p = {between['p']:.2f}); "
-          f"wall time async / sync {results['async_wall_s'] / results['sync_wall_s']:.2f}")
+          f"wall time async / sync {wall_ratio:.2f}")
     results |= {"async_minus_sync": round(between["delta"], 3), "p_async_vs_sync": round(between["p"], 3),
-                "wall_ratio": round(results["async_wall_s"] / results["sync_wall_s"], 3)}
+                "wall_ratio": round(wall_ratio, 3)}
     return results
 
 

@@ -7,17 +7,7 @@ import json
 
 import pytest
 
-
-def evaluated(folder, wins: list[bool]) -> None:
-    """What eval leaves: its summary and one row a task."""
-    import datasets
-
-    from computerrl.data.datasets_io import save_atomic
-
-    folder.mkdir(parents=True)
-    (folder / "summary.json").write_text(json.dumps({"overall": {"mean_entropy": 0.1, "action_entropy": 1.0}}))
-    save_atomic(datasets.Dataset.from_list([{"task_id": f"t{k}", "ood": False, "samples": 1, "successes": int(w)}
-                                            for k, w in enumerate(wins)]), folder / "results")
+from test_report import evaluated
 
 
 def looped(folder, *, wall_s: float, desktop_busy: float, lags: list[int], weights: list[float]) -> None:
@@ -34,9 +24,9 @@ def looped(folder, *, wall_s: float, desktop_busy: float, lags: list[int], weigh
 def test_compare_reports_both_loops_against_bc_on_the_same_tasks(tmp_path, capsys):
     from computerrl.bench.bench_async import compare
 
-    evaluated(tmp_path / "eval-bc", [True] * 5 + [False] * 15)
-    evaluated(tmp_path / "eval-sync", [True] * 5 + [False] * 15)
-    evaluated(tmp_path / "eval-async", [True] * 13 + [False] * 7)  # 8 more tasks won, none lost
+    evaluated(tmp_path / "eval-bc", [True] * 5 + [False] * 15, ood_from=20)
+    evaluated(tmp_path / "eval-sync", [True] * 5 + [False] * 15, ood_from=20)
+    evaluated(tmp_path / "eval-async", [True] * 13 + [False] * 7, ood_from=20)  # 8 more tasks won, none lost
     looped(tmp_path / "sync", wall_s=1000.0, desktop_busy=0.5, lags=[0, 0], weights=[float("nan")] * 2)
     looped(tmp_path / "async", wall_s=1500.0, desktop_busy=0.95, lags=[0, 1], weights=[1.0, 0.9])
     r = compare(tmp_path)

@@ -52,21 +52,25 @@ def test_the_tables_pool_seeds_show_each_and_fit_80_columns():
     assert rl1 == ["rl1", "0.050", "1.20", "50%", "88%", "2.5", "38%", "38%"]  # means over seeds; flat: 0.5 and 0.25
 
 
-def test_seeds_run_apart_pool_from_their_folders_small_files(tmp_path):
-    """`entropulse --report`: seeds run in other sessions or on other machines, their folders copied in."""
+def evaluated(folder, wins: list[bool], ood_from: int = 3) -> None:
+    """What eval leaves: its summary and one row a task (tasks from `ood_from` on of held-out templates)."""
     import json
 
     import datasets
+
+    from computerrl.data.datasets_io import save_atomic
+
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"overall": {"mean_entropy": 0.1, "action_entropy": 1.0}}))
+    save_atomic(datasets.Dataset.from_list([{"task_id": f"t{k}", "ood": k >= ood_from, "samples": 1,
+                                             "successes": int(w)} for k, w in enumerate(wins)]), folder / "results")
+
+
+def test_seeds_run_apart_pool_from_their_folders_small_files(tmp_path):
+    """`entropulse --report`: seeds run in other sessions or on other machines, their folders copied in."""
     from typer.testing import CliRunner
 
     from computerrl.cli.main import app
-    from computerrl.data.datasets_io import save_atomic
-
-    def evaluated(folder, wins: list[bool]) -> None:  # what eval leaves: its summary and one row a task
-        folder.mkdir(parents=True)
-        (folder / "summary.json").write_text(json.dumps({"overall": {"mean_entropy": 0.1, "action_entropy": 1.0}}))
-        save_atomic(datasets.Dataset.from_list([{"task_id": f"t{k}", "ood": k >= 3, "samples": 1, "successes": int(w)}
-                                                for k, w in enumerate(wins)]), folder / "results")
 
     evaluated(tmp_path / "seed-0" / "eval-bc", [True, False, False, False])
     evaluated(tmp_path / "seed-0" / "eval-rl1", [True, True, False, False])
