@@ -228,7 +228,8 @@ def schedule_plot(run: Path, evaluated: list[str]) -> Path:
 
 def iteration_table(run: Path):
     """Per RL iteration of a schedule run: GRPO's flat-group share and rows, and, where the tasks were
-    drawn by signal (rl_draw=signal), each template's estimated win rate → weight and the tasks drawn."""
+    drawn by weight (rl_draw signal or gain), each template's estimated win rate → weight and the tasks
+    drawn."""
     from rich import box
     from rich.table import Table
 

@@ -7,6 +7,12 @@ the plays of this run's earlier rollouts, each iteration back counting DECAY tim
 moved since), under a uniform prior, so a template never played weighs as much as one at p = 1/2 and a
 flat one keeps a small weight (the policy may yet change there). Tasks are then drawn one at a time:
 a template by these weights, then one of its tasks not drawn yet.
+
+`gain` weighs each template further by 1 - p, the share of its plays still lost. A mixed group on a
+template the policy nearly always wins mends slips of sampling that its greedy answer never makes; one
+on a template it mostly loses can turn that answer. Under `signal` alone the first kind is drawn most
+(a group at p = 0.85 is mixed half the time, one at p = 0.06 a fifth), though the second is where
+the greedy eval can gain.
 """
 
 from __future__ import annotations
@@ -41,9 +47,16 @@ def signal_weight(p: float, samples: int) -> float:
     return 1 - p ** samples - (1 - p) ** samples
 
 
+def draw_weight(p: float, samples: int, by: str) -> float:
+    """A template's weight in a draw `by` signal (its chance of a group that is not flat) or gain (that,
+    times the share of its plays still lost)."""
+    return signal_weight(p, samples) * ((1 - p) if by == "gain" else 1)
+
+
 def weighted_draw(pool: Path, out: Path, n: int, seed: int, history: list[list[Path]], samples: int,
-                  exclude: set[str] = frozenset()) -> Path | None:
-    """n tasks of the task dataset `pool` (none of `exclude`) drawn by their templates' signal weights,
+                  exclude: set[str] = frozenset(), by: str = "signal") -> Path | None:
+    """n tasks of the task dataset `pool` (none of `exclude`) drawn by their templates' weights (`by`
+    signal or gain, draw_weight),
     saved at `out` as a task dataset with `out`.weights.json beside it (the estimates and weights it drew
     with, and what it drew); None when no task is left. Drawn again only when `out` is not there yet."""
     from computerrl.data.datasets_io import load, save_atomic
@@ -60,7 +73,7 @@ def weighted_draw(pool: Path, out: Path, n: int, seed: int, history: list[list[P
     if not left:
         return None
     estimates = win_estimates(history, dict(zip(ids, templates)))
-    weights = {t: signal_weight(estimates.get(t, {"p": 0.5})["p"], samples) for t in sorted(left)}
+    weights = {t: draw_weight(estimates.get(t, {"p": 0.5})["p"], samples, by) for t in sorted(left)}
     rng, chosen = random.Random(seed), []
     while len(chosen) < n and left:
         names = sorted(left)

@@ -79,7 +79,7 @@ class Schedule:
     dynamic_sampling: int = 0  # DAPO: up to N more draws of rl_tasks tasks while fewer than rl_tasks groups have signal
     rl_draw: str = "uniform"  # uniform: rl_tasks drawn at random; signal: towards templates whose groups can teach
     # (stages/curriculum.py: each template weighted by its chance of a group neither all wins nor all losses,
-    # from this run's earlier plays)
+    # from this run's earlier plays); gain: that, times the share of its plays still lost
     rl_loop: str = "sync"  # sync: N × (rollout → grpo); async: `async-rl`, rl_tasks groups an update, desktops never idle
     max_lag: int = 1  # the async loop's bound on the versions a trained group may lag behind
     samples: int = 4  # G
@@ -98,9 +98,10 @@ class Schedule:
     def __post_init__(self):
         if self.rl_loop not in ("sync", "async"):
             raise ValueError(f"rl_loop={self.rl_loop!r}: expected sync or async")
-        if self.rl_draw not in ("uniform", "signal") or (self.rl_draw == "signal" and self.rl_loop == "async"):
-            raise ValueError(f"rl_draw={self.rl_draw!r}: expected uniform or signal (signal with rl_loop=sync: "
-                             "async-rl draws its own tasks)")
+        if self.rl_draw not in ("uniform", "signal", "gain"):
+            raise ValueError(f"rl_draw={self.rl_draw!r}: expected uniform, signal or gain")
+        if self.rl_draw != "uniform" and self.rl_loop == "async":
+            raise ValueError(f"rl_draw={self.rl_draw}: with rl_loop=sync only (async-rl draws its own tasks)")
         if self.stop_after not in ("", *PHASES) or (self.stop_after == "base" and not self.eval_base):
             raise ValueError(f"stop_after={self.stop_after!r}: expected one of {', '.join(PHASES[1:])} "
                              "(or base, with eval_base)")
@@ -252,7 +253,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
                    engine=s.engine, seed=seed, screens=s.screens, coordinates=s.coordinates)
     training = dict(train_layers=s.train_layers, dtype=s.dtype, gradient_checkpointing=s.gradient_checkpointing)
     phases: list[dict] = []
-    history: list[list[Path]] = []  # the RL phases' rollouts so far, one list an iteration (rl_draw=signal)
+    history: list[list[Path]] = []  # the RL phases' rollouts so far, one list an iteration (rl_draw signal, gain)
 
     def evaluate(phase: str, checkpoint: str) -> None:
         console.rule(f"eval: {phase}")
@@ -277,12 +278,12 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
 
     def train_draw(to: Path, shuffle: int, part: int = 0, drawn: list[Path] = ()) -> Path | None:
         """rl_tasks tasks of RL's pool (all of it when rl_tasks is 0): with rl_draw=uniform part `part` of
-        the `shuffle` seed's order; with signal, weighted by the earlier plays (`history`), none of those
-        in the draws `drawn` before it."""
+        the `shuffle` seed's order; with signal or gain, weighted by the earlier plays (`history`), none
+        of those in the draws `drawn` before it."""
         if not s.rl_tasks or dry_run:
             return rl_pool
-        if s.rl_draw == "signal":
-            return weighted_draw(rl_pool, to, s.rl_tasks, shuffle, history, s.samples, drawn_ids(drawn))
+        if s.rl_draw != "uniform":
+            return weighted_draw(rl_pool, to, s.rl_tasks, shuffle, history, s.samples, drawn_ids(drawn), s.rl_draw)
         return _task_draw(rl_pool, to, s.rl_tasks, shuffle, part=part)
 
     def rl_phase(folder: str, start: str, first: int) -> tuple[str, list[Path]]:

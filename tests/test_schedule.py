@@ -217,12 +217,39 @@ def test_signal_draws_favour_templates_whose_groups_can_teach_and_keep_a_little_
     assert weighted_draw(pool, tmp_path / "tasks-2-2", 4, 0, [], 4, exclude=set(load(pool)["task_id"])) is None
 
 
+def test_gain_draws_favour_the_templates_still_mostly_lost_where_signal_weighs_them_alike(tmp_path):
+    """rl_draw=gain: of two templates whose groups are equally likely to be mixed, one winning 7 plays of
+    8 and one 1 of 8, the draw goes to the one the greedy policy can still gain on."""
+    import datasets
+
+    from computerrl.data.datasets_io import load, save_atomic
+    from computerrl.stages.curriculum import draw_weight, weighted_draw, weights_file
+    from tests.test_training import step_row, write_steps
+
+    ids = {name: [f"{name}-{k}" for k in range(50)] for name in ("mostly_won", "mostly_lost")}
+    pool = tmp_path / "pool"
+    save_atomic(datasets.Dataset.from_dict({"task_id": sum(ids.values(), []),
+                                            "template": [t for t, tasks in ids.items() for _ in tasks]}), pool)
+    played = write_steps(tmp_path / "r1", [step_row(f"{name}-0", k, 0, success=(k < 7) == (name == "mostly_won"),
+                                                    iteration=1) for name in ids for k in range(8)])
+    drawn = {}
+    for by in ("signal", "gain"):
+        draw = weighted_draw(pool, tmp_path / f"tasks-{by}", 40, seed=0, history=[[played]], samples=4, by=by)
+        drawn[by] = json.loads(weights_file(draw).read_text())
+        assert len(set(load(draw)["task_id"])) == 40
+    assert drawn["signal"]["weights"]["mostly_won"] == pytest.approx(drawn["signal"]["weights"]["mostly_lost"])
+    # p = 0.8 and 0.2: weights 0.12 and 0.47, about 32 of 40 drawn from the template mostly lost
+    assert drawn["gain"]["drawn"]["mostly_lost"] > 2 * drawn["gain"]["drawn"]["mostly_won"] > 0, drawn["gain"]
+    assert draw_weight(0.5, 4, "gain") == (1 - 2 / 16) / 2 and draw_weight(1.0, 4, "gain") == 0
+
+
 def test_signal_draws_belong_to_the_synchronous_loop():
-    commands = dry_run("--preset", "demo", "--out", "runs/r", "--set", "rl_draw=signal", "--set", "stop_after=rl1")
-    assert any(c[1] == "rollout" for c in commands)
-    result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["entropulse", "--dry-run", "--set", "rl_draw=signal",
-                                                            "--set", "rl_loop=async"])
-    assert result.exit_code == 2 and "async-rl draws its own tasks" in result.output, result.output
+    for by in ("signal", "gain"):
+        commands = dry_run("--preset", "demo", "--out", "runs/r", "--set", f"rl_draw={by}", "--set", "stop_after=rl1")
+        assert any(c[1] == "rollout" for c in commands)
+        result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["entropulse", "--dry-run", "--set", f"rl_draw={by}",
+                                                                "--set", "rl_loop=async"])
+        assert result.exit_code == 2 and "async-rl draws its own tasks" in result.output, result.output
 
 
 def test_the_iterations_table_shows_each_iterations_flat_share_and_the_weights_its_draws_used(tmp_path):
