@@ -189,9 +189,11 @@ tasks-build out=(runs / "tasks") *args="":
 docker-image *args:
     bash envs/fleet/docker_image.sh {{args}}
 
-# RL 1 on the valid split from one BC: uniform task draws against rl_draw=signal + dynamic sampling (resumable).
+# RL 1 on the valid split from one BC: uniform task draws against rl_draw=signal and gain, each with dynamic sampling (resumable).
 [group("experiments")]
 tune-rl-draw out=(runs / "tune") *args="":
     {{venv}}/computerrl entropulse --out {{out}}/uniform --set suite={{out}}/tasks --set valid_tasks=24 --set eval_tasks={{out}}/tasks/valid --set explore_tasks=24 --set stop_after=rl1 {{args}}
-    mkdir -p {{out}}/signal && for done in bc eval-bc explore-bc; do [ -e {{out}}/signal/$done ] || cp -r {{out}}/uniform/$done {{out}}/signal/; done
-    {{venv}}/computerrl entropulse --out {{out}}/signal --set suite={{out}}/tasks --set valid_tasks=24 --set eval_tasks={{out}}/tasks/valid --set explore_tasks=24 --set stop_after=rl1 --set rl_draw=signal --set dynamic_sampling=1 {{args}}
+    for draw in signal gain; do \
+      mkdir -p {{out}}/$draw && for done in bc eval-bc explore-bc; do [ -e {{out}}/$draw/$done ] || cp -r {{out}}/uniform/$done {{out}}/$draw/; done; \
+      {{venv}}/computerrl entropulse --out {{out}}/$draw --set suite={{out}}/tasks --set valid_tasks=24 --set eval_tasks={{out}}/tasks/valid --set explore_tasks=24 --set stop_after=rl1 --set rl_draw=$draw --set dynamic_sampling=1 {{args}} || exit 1; \
+    done
