@@ -55,10 +55,10 @@ def draw_weight(p: float, samples: int, by: str) -> float:
 
 def weighted_draw(pool: Path, out: Path, n: int, seed: int, history: list[list[Path]], samples: int,
                   exclude: set[str] = frozenset(), by: str = "signal") -> Path | None:
-    """n tasks of the task dataset `pool` (none of `exclude`) drawn by their templates' weights (`by`
-    signal or gain, draw_weight),
-    saved at `out` as a task dataset with `out`.weights.json beside it (the estimates and weights it drew
-    with, and what it drew); None when no task is left. Drawn again only when `out` is not there yet."""
+    """n tasks of the task dataset `pool` (none of `exclude`) drawn by their templates' weights (draw_weight
+    `by` signal or gain), saved at `out` as a task dataset with `out`.weights.json beside it (the estimates
+    and weights it drew with, and what it drew); None when no task is left. Drawn again only when `out` is
+    not there yet."""
     from computerrl.data.datasets_io import load, save_atomic
     from computerrl.data.files import write_atomic
 
