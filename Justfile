@@ -198,10 +198,8 @@ tune-rl-draw out=(runs / "tune") *args="":
       {{venv}}/computerrl entropulse --out {{out}}/$draw --set suite={{out}}/tasks --set valid_tasks=24 --set eval_tasks={{out}}/tasks/valid --set explore_tasks=24 --set stop_after=rl1 --set rl_draw=$draw --set dynamic_sampling=1 {{args}} || exit 1; \
     done
 
-# Copy a schedule run's small files, all `entropulse --report` reads (eval and explore summaries and results, the
-# policies' summaries, the weighted draws), e.g. runs/demo/seed-0 into the repo, to pool seeds run elsewhere.
+# Copy a schedule run's small files, all `entropulse --report` reads (data/report.py: REPORT_FILES), e.g.
+# runs/demo/seed-0 into the repo, to pool seeds run elsewhere.
 [group("experiments")]
 keep-report-files run dest:
-    mkdir -p {{dest}} && dest=$(realpath {{dest}}) && cd {{run}} && find . -type f \( -path './eval-*/summary.json' -o -path './eval-*/results/*' \
-        -o -path './explore-*/summary.json' -o -path './explore-*/results/*' -o -path './rl*/policy-*/summary.json' \
-        -o -path './rl*/tasks-*.weights.json' \) -exec cp --parents {} "$dest" \;
+    {{venv}}/python -c 'import sys; from computerrl.data.report import keep_report_files; print(keep_report_files(*sys.argv[1:]), "files copied")' {{run}} {{dest}}

@@ -45,6 +45,24 @@ def phase_figures(run: Path, phase: str, summary: dict, sampled: dict | None) ->
         | (exploration(sampled) if sampled else {})
 
 
+# The small files of a schedule run folder that phases_done and iteration_table read, as globs under it.
+REPORT_FILES = ("eval-*/summary.json", "eval-*/results/*", "explore-*/summary.json", "rl*/**/policy-*/summary.json",
+                "rl*/tasks-*.weights.json")
+
+
+def keep_report_files(run: Path, dest: Path) -> int:
+    """Copy `run`'s REPORT_FILES to the same places under `dest` (to commit or pool a seed run elsewhere);
+    returns how many."""
+    import shutil
+
+    run, dest = Path(run), Path(dest)
+    files = {f for pattern in REPORT_FILES for f in run.glob(pattern) if f.is_file()}
+    for f in files:
+        (dest / f.relative_to(run)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest / f.relative_to(run))
+    return len(files)
+
+
 def phases_done(run: Path, phases: list[str]) -> list[dict]:
     """The rows of the phases (in order) that a schedule's run folder holds evaluated, read from its
     small files alone: eval-*/summary.json and results/, explore-*/summary.json, the policies' summaries."""

@@ -88,3 +88,37 @@ def test_seeds_run_apart_pool_from_their_folders_small_files(tmp_path):
     assert not (tmp_path / "seed-0" / "envs").exists()  # nothing was started
     missing = runner.invoke(app, ["entropulse", "--report", "--seeds", "0,2", "--out", str(tmp_path)])
     assert missing.exit_code != 0 and "seed(s) 2" in missing.output
+
+
+def test_a_runs_kept_report_files_give_the_same_report_as_the_run(tmp_path):
+    """`just keep-report-files`: the copy holds every file the report reads, and nothing heavier."""
+    import json
+
+    from computerrl.data.report import iteration_table, keep_report_files, phases_done
+
+    run = tmp_path / "run"
+    for phase, wins in (("bc", [True, False, False, False]), ("rl1", [True, True, False, False])):
+        evaluated(run / f"eval-{phase}", wins)
+        (run / f"explore-{phase}").mkdir()
+        (run / f"explore-{phase}" / "summary.json").write_text(json.dumps(
+            {"samples": 4, "overall": {"success_rate": 0.5, "pass_at_k": 0.75, "distinct_actions": 2.0, "mixed": 0.5}}))
+    for policy in ("rl1/policy-1", "rl1/async/policy-2"):
+        (run / policy).mkdir(parents=True)
+        (run / policy / "summary.json").write_text(json.dumps({"skipped_fraction": 0.5, "rows": 9}))
+        (run / policy / "model.safetensors").write_bytes(b"weights")
+    (run / "rl1" / "tasks-1.weights.json").write_text(json.dumps({"estimates": {}, "weights": {"t": 0.5},
+                                                                  "drawn": {"t": 1}}))
+    (run / "eval-bc" / "steps").mkdir()
+    (run / "eval-bc" / "steps" / "data.arrow").write_bytes(b"trajectories")
+
+    kept, heavy = tmp_path / "kept", {"eval-bc/steps/data.arrow", "rl1/policy-1/model.safetensors",
+                                      "rl1/async/policy-2/model.safetensors"}
+    files = {str(f.relative_to(run)) for f in run.rglob("*") if f.is_file()}
+    assert keep_report_files(run, kept) == len(files - heavy)
+    assert {str(f.relative_to(kept)) for f in kept.rglob("*") if f.is_file()} == files - heavy
+
+    def report(folder):
+        return [{k: v for k, v in row.items() if k != "folder"} for row in phases_done(folder, ["bc", "rl1"])]
+
+    assert report(kept) == report(run) and len(report(run)) == 2
+    assert iteration_table(kept).row_count == iteration_table(run).row_count == 1  # rl1/policy-1, its draw
