@@ -73,6 +73,7 @@ class AsyncRLConfig(PlayConfig):
                                 ".venv/bin/python beside .venv-vllm's engine).")
     lr: float = setting(5e-5, "GRPO's learning rate.")
     grpo_epochs: int = setting(2, "GRPO's passes over each batch.")
+    grpo_updates: int = setting(1, "GRPO's optimizer steps per pass (the batch's rows split evenly).")
     beta: float = setting(0.0, "GRPO's KL weight (the starting --model is the reference).")
     train_layers: int = setting(0, "Top decoder layers GRPO trains (0 = all).")
     dtype: str = setting("float32", "Training dtype.")
@@ -364,7 +365,8 @@ def grpo_process(cfg: AsyncRLConfig, console) -> Train:
         out = cfg.out / f"policy-{version}"
         command = (shlex.split(cfg.launcher) if cfg.launcher else [sys.executable]) + [
             "-m", "computerrl.cli.main", "grpo", "--rollouts", str(batch), "--model", checkpoint, "--out", str(out),
-            "--lr", str(cfg.lr), "--epochs", str(cfg.grpo_epochs), "--beta", str(cfg.beta), "--ref", cfg.model,
+            "--lr", str(cfg.lr), "--epochs", str(cfg.grpo_epochs),
+            "--updates-per-epoch", str(cfg.grpo_updates), "--beta", str(cfg.beta), "--ref", cfg.model,
             "--train-layers", str(cfg.train_layers), "--dtype", cfg.dtype, "--temperature", str(cfg.temperature or 1.0),
             "--seed", str(cfg.seed + version)]
         done = subprocess.run(command, capture_output=True, text=True)

@@ -84,6 +84,7 @@ class Schedule:
     max_lag: int = 1  # the async loop's bound on the versions a trained group may lag behind
     samples: int = 4  # G
     grpo_epochs: int = 2
+    grpo_updates: int = 1  # optimizer steps per pass over an iteration's batch (its rows split evenly)
     lr_rl: float = 5e-5
     beta: float = 0.0  # KL weight in RL (each phase's start is its reference)
     eps_low: float = 0.2
@@ -310,8 +311,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
                      out=batches[-1], **(playing | {"seed": seed + i + 1000 * extra}))
             rollouts += batches
             step("grpo", rollouts=batches, model=policy, ref=start, beta=s.beta, eps_low=s.eps_low,
-                 eps_high=s.eps_high, epochs=s.grpo_epochs, lr=s.lr_rl, out=out / folder / f"policy-{i}",
-                 seed=seed + i, **training)
+                 eps_high=s.eps_high, epochs=s.grpo_epochs, updates_per_epoch=s.grpo_updates, lr=s.lr_rl,
+                 out=out / folder / f"policy-{i}", seed=seed + i, **training)
             policy = str(out / folder / f"policy-{i}")
         return policy, rollouts
 
@@ -320,7 +321,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         run_dir = out / folder / "async"
         step("async-rl", tasks=rl_pool, model=start, samples=s.samples, groups=s.rl_tasks or s.samples,
              updates=s.rl_iterations, max_lag=s.max_lag, temperature=1.0, lr=s.lr_rl, grpo_epochs=s.grpo_epochs,
-             beta=s.beta, train_layers=s.train_layers, dtype=s.dtype, launcher=s.launcher, out=run_dir,
+             grpo_updates=s.grpo_updates, beta=s.beta, train_layers=s.train_layers, dtype=s.dtype, launcher=s.launcher,
+             out=run_dir,
              **(playing | {"seed": seed + first}))
         return str(run_dir / f"policy-{s.rl_iterations}"), [run_dir / f"rollout-{v}" for v in
                                                             range(1, s.rl_iterations + 1)]

@@ -123,6 +123,13 @@ def test_an_rl_phase_can_run_as_the_asynchronous_loop_whose_outputs_entropulse_t
     assert "runs/a/rl1/async/policy-2" in {str(e["model"]) for e in evals}
 
 
+def test_each_pass_of_grpo_can_take_several_optimizer_steps_in_either_loop():
+    for loop, stage, option in (("sync", "grpo", "updates_per_epoch"), ("async", "async-rl", "grpo_updates")):
+        commands = dry_run("--preset", "demo", "--out", "runs/u", "--set", f"rl_loop={loop}", "--set", "grpo_updates=4",
+                           "--set", "stop_after=rl1")
+        assert {parse(c).params[option] for c in commands if c[1] == stage} == {4}
+
+
 @pytest.mark.parametrize("bad", ["nope=1", "rl_iterations", "rl_iterations=many"])
 def test_a_bad_setting_is_refused_with_the_known_ones(bad):
     result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", bad])

@@ -190,6 +190,25 @@ def test_grpo_rows_an_older_version_sampled_are_weighed_for_their_lag(tmp_path):
     assert summary["stale_rows"] == 0 and summary["last"]["ratio"] > 1.5  # exp(shift): their numbers were πold
 
 
+def test_grpo_splits_each_pass_into_the_optimizer_steps_asked_for(tmp_path):
+    """Four rows, two passes of two steps each: four updates, each on half the rows, all rows each pass."""
+    from computerrl.policy.checkpoint import embedded_checkpoint, load_tokenizer
+    from computerrl.policy.logprobs import answer_ids, chat_prompt_ids
+    from computerrl.stages.grpo import GRPOConfig, run
+
+    tok, rows = load_tokenizer(embedded_checkpoint()), []
+    for i, chat in enumerate(chat_rows(4)):  # two groups of two, each with a win and a loss
+        rows.append(step_row(f"t{i // 2}", i % 2, 0, success=i % 2 == 0) | {
+            "prompt_ids": chat_prompt_ids(tok, chat["messages"][:-1]),
+            "response_ids": answer_ids(tok, chat["messages"][-1]["content"])})
+    write_steps(tmp_path / "steps", rows)
+    summary = run(GRPOConfig(rollouts=[tmp_path / "steps"], out=tmp_path / "policy", epochs=2, updates_per_epoch=2,
+                             lr=1e-6, temperature=1.0))
+    metrics = load(tmp_path / "policy" / "metrics")
+    assert summary["updates"] == 4 and [m["epoch"] for m in metrics] == [0, 0, 1, 1]
+    assert all(0 < m["tokens"] < sum(len(r["response_ids"]) for r in rows) for m in metrics)
+
+
 def test_micro_batches_hold_every_row_once_group_alike_prompts_and_keep_the_budget():
     from computerrl.policy.logprobs import shared_prefix
     from computerrl.policy.trainer import micro_batches
