@@ -245,9 +245,9 @@ def schedule_plot(run: Path, evaluated: list[str]) -> Path:
 
 
 def iteration_table(run: Path):
-    """Per RL iteration of a schedule run: GRPO's flat-group share and rows, and, where the tasks were
-    drawn by weight (rl_draw signal or gain), each template's estimated win rate → weight and the tasks
-    drawn."""
+    """Per RL iteration of a schedule run (a version, in the asynchronous loop): GRPO's flat-group share
+    and rows, and, where the tasks were drawn by weight (rl_draw signal or gain), each template's
+    estimated win rate → weight and the tasks drawn."""
     from rich import box
     from rich.table import Table
 
@@ -255,7 +255,8 @@ def iteration_table(run: Path):
     for col in ("phase", "iter", "flat", "rows", "draws: template p → weight (drawn)"):
         t.add_column(col, justify="right" if col in ("flat", "rows") else "left")
     for phase in ("rl1", "rl2"):
-        for policy in sorted((run / phase).glob("policy-*"), key=lambda p: int(p.name.rsplit("-", 1)[-1])):
+        policies = [*(run / phase).glob("policy-*"), *(run / phase).glob("async/policy-*")]  # either loop's
+        for policy in sorted(policies, key=lambda p: int(p.name.rsplit("-", 1)[-1])):
             if not (policy / "summary.json").exists():
                 continue
             summary, i = json.loads((policy / "summary.json").read_text()), policy.name.rsplit("-", 1)[-1]
