@@ -64,13 +64,15 @@ def test_the_paper_recipe_is_a_preset_of_the_one_schedule():
     assert str(build.params["envs"]) == str(fleet.params["out"]) and fleet.params["cache"] == build.params["out"] / "files"
 
 
-def test_the_cpu_demo_trains_in_process_with_its_bc_settings():
+def test_the_cpu_demo_trains_in_process_with_its_bc_and_rl_settings():
     commands = dry_run("--preset", "demo", "--out", "runs/demo")
     assert not any("accelerate" in c for c in commands)
     for command in commands:
         parse(command)
     sft = parse(next(c for c in commands if c[1] == "sft"))
     assert sft.params["lr"] == 3e-4 and sft.params["epochs"] == 5 and sft.params["train_layers"] == 8
+    grpo = parse(next(c for c in commands if c[1] == "grpo"))  # chosen on valid (docs/results.md)
+    assert grpo.params["lr"] == 5e-5 and (grpo.params["epochs"], grpo.params["updates_per_epoch"]) == (2, 4)
 
 
 def test_settings_are_tuned_on_a_validation_split_of_a_shared_suite_and_the_schedule_stops_where_asked():
