@@ -236,10 +236,9 @@ for _ in range(3):
     kids.append(pid)
 print("held", sum(os.waitpid(pid, 0)[1] == 0 for pid in kids))
 """
-    held, (code, output, _) = _most_held_mb_while(lambda: run_in_jail(["python3", "-c", hogs], [],
-                                                                                memory_mb=1024))
+    held, (code, output, _) = _most_held_mb_while(lambda: run_in_jail(["python3", "-c", hogs], [], memory_mb=1024))
     assert code == 0 and output.split()[-2:] in (["held", "0"], ["held", "1"]), output  # 2 x 700 MB > 1024 MB
-    assert 700 < held < 1024 + MARGIN_MB, held  # one child held its 700 MB, never two
+    assert 700 < held < 1024 + MARGIN_MB, held  # it filled its cap, never two children's 1,400 MB
 
 
 def test_files_the_jail_writes_count_against_its_memory_cap():
@@ -252,7 +251,7 @@ for i in range(8):
 print("wrote 480 MB")
 """
     held, (code, output, _) = _most_held_mb_while(lambda: run_in_jail(["python3", "-c", writer], [],
-                                                                                memory_mb=256, tmp_mb=1024))
+                                                                      memory_mb=256, tmp_mb=1024))
     assert code != 0 and "wrote" not in output, output  # killed: RAM the jail's files hold is its memory
     assert 60 <= held < 256 + MARGIN_MB, held  # a file of 60 MB seen at least, and none past the cap
 
