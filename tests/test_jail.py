@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+from conftest import descendants
 
 import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
 from computerrl.envs.desktop.cgroup import Cgroup
@@ -165,22 +166,6 @@ def _cgroup_or_skip() -> None:
     cgroup.remove()
 
 
-def _our_descendants() -> set[int]:
-    children: dict[int, list[int]] = {}
-    for stat_path in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(stat_path) as f:
-                pid, rest = f.read().split(" (", 1)
-        except OSError:  # gone meanwhile
-            continue
-        children.setdefault(int(rest.rsplit(") ", 1)[1].split()[1]), []).append(int(pid))
-    ours, todo = set(), [os.getpid()]
-    while todo:
-        ours.update(found := children.get(todo.pop(), []))
-        todo += found
-    return ours
-
-
 def _held_mb(pids: set[int]) -> int:
     """What the processes `pids` hold now: their resident memory, and once each the RAM-backed folders
     (the jail's /tmp and /work) they see that the host does not."""
@@ -203,11 +188,11 @@ def _held_mb(pids: set[int]) -> int:
 def _most_held_mb_while(run) -> tuple[int, object]:
     """(the most the processes `run()` started held at once, what it returned): theirs alone, whatever
     else the machine (another test worker) takes meanwhile."""
-    before, most, done = _our_descendants(), [0], threading.Event()
+    before, most, done = set(descendants([os.getpid()])), [0], threading.Event()
 
     def watch():
         while not done.wait(0.01):
-            most[0] = max(most[0], _held_mb(_our_descendants() - before))
+            most[0] = max(most[0], _held_mb(set(descendants([os.getpid()])) - before))
 
     watcher = threading.Thread(target=watch)
     watcher.start()
