@@ -168,15 +168,18 @@ def _cgroup_or_skip() -> None:
 
 def _held_mb(pids: set[int]) -> int:
     """What the processes `pids` hold now: their resident memory, and once each the RAM-backed folders
-    (the jail's /tmp and /work) they see that the host does not."""
-    held, host_folders, seen = 0, {os.stat(folder).st_dev for folder in ("/", "/tmp")}, set()
+    (the jail's /tmp and /work) of those in a mount namespace of their own. (A process in ours, such as
+    the wrappers bwrap starts under, sees the host's folders, whatever disks they are on.)"""
+    held, ours, seen = 0, os.readlink("/proc/self/ns/mnt"), set()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/status") as f:
                 held += next((int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:")), 0)
+            if os.readlink(f"/proc/{pid}/ns/mnt") == ours:
+                continue
             for folder in ("tmp", "work"):
                 device = os.stat(path := f"/proc/{pid}/root/{folder}").st_dev
-                if device not in host_folders | seen:
+                if device not in seen:
                     seen.add(device)
                     usage = os.statvfs(path)
                     held += (usage.f_blocks - usage.f_bfree) * usage.f_frsize
