@@ -4,7 +4,9 @@ preset of it, and its dry run prints commands the CLI takes as they are (no desk
 from __future__ import annotations
 
 import json
+import re
 import shlex
+from pathlib import Path
 
 import pytest
 import typer
@@ -130,6 +132,22 @@ def test_each_pass_of_grpo_can_take_several_optimizer_steps_in_either_loop():
         commands = dry_run("--preset", "demo", "--out", "runs/u", "--set", f"rl_loop={loop}", "--set", "grpo_updates=4",
                            "--set", "stop_after=rl1")
         assert {parse(c).params[option] for c in commands if c[1] == stage} == {4}
+
+
+def test_just_compare_async_runs_the_demos_rl_phase_with_its_settings():
+    """The recipe writes the settings out (a Justfile cannot ask the schedule), so a setting chosen for
+    the demo must be written there too: the comparison is of the demo's RL phase, not of an older one."""
+    justfile = (Path(__file__).parents[1] / "Justfile").read_text().replace("\\\n", " ")
+    recipe = justfile[justfile.index("\ncompare-async "):].split("\n\n")[0]
+    line = next(line for line in recipe.splitlines() if "async-rl" in line)
+    line = re.sub(r"\$\(.*?\)", "", line)  # --$(… no-)sync: --sync, the recipe's first loop
+    words = shlex.split(re.sub(r"\{\{[^}]*\}\}|\$loop", "x", line.split("async-rl", 1)[1]))
+    recipe_loop = parse(["computerrl", "async-rl", *words[:words.index("||")]]).params
+    demo = next(parse(c).params for c in dry_run("--preset", "demo", "--out", "runs/c", "--set", "rl_loop=async",
+                                                   "--set", "stop_after=rl1") if c[1] == "async-rl")
+    settings = ["samples", "groups", "updates", "max_steps", "max_new_tokens", "budgets", "lr", "grpo_epochs",
+                "grpo_updates", "train_layers", "beta", "temperature"]
+    assert {k: recipe_loop[k] for k in settings} == {k: demo[k] for k in settings}
 
 
 @pytest.mark.parametrize("bad", ["nope=1", "rl_iterations", "rl_iterations=many"])
