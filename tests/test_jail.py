@@ -167,19 +167,19 @@ def _cgroup_or_skip() -> None:
 
 
 def _held_mb(pids: set[int]) -> int:
-    """What the processes `pids` hold now: their resident memory, and once each the RAM-backed folders
-    (the jail's /tmp and /work) of those in a mount namespace of their own. (A process in ours, such as
-    the wrappers bwrap starts under, sees the host's folders, whatever disks they are on.)"""
-    held, ours, seen = 0, os.readlink("/proc/self/ns/mnt"), set()
+    """What the processes `pids` hold now: their resident memory, and once each the jail's RAM-backed
+    folders (/tmp and /work), told from the host's by a device none of our mounts has. (bwrap's wrappers,
+    and the jail while it sets itself up, see the host's folders, whatever disks they are on.)"""
+    with open("/proc/self/mountinfo") as f:
+        ours = {line.split()[2] for line in f}
+    held, seen = 0, set()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/status") as f:
                 held += next((int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:")), 0)
-            if os.readlink(f"/proc/{pid}/ns/mnt") == ours:
-                continue
             for folder in ("tmp", "work"):
                 device = os.stat(path := f"/proc/{pid}/root/{folder}").st_dev
-                if device not in seen:
+                if device not in seen and f"{os.major(device)}:{os.minor(device)}" not in ours:
                     seen.add(device)
                     usage = os.statvfs(path)
                     held += (usage.f_blocks - usage.f_bfree) * usage.f_frsize
