@@ -168,18 +168,16 @@ def _cgroup_or_skip() -> None:
 
 def _held_mb(pids: set[int]) -> int:
     """What the processes `pids` hold now: their resident memory, and once each the jail's RAM-backed
-    folders (/tmp and /work), told from the host's by a device none of our mounts has. (bwrap's wrappers,
-    and the jail while it sets itself up, see the host's folders, whatever disks they are on.)"""
-    with open("/proc/self/mountinfo") as f:
-        ours = {line.split()[2] for line in f}
-    held, seen = 0, set()
+    folders (/tmp and /work), told from ours by their device. (bwrap's wrappers, and the jail while it
+    sets itself up, see our folders, whatever disks they are on.)"""
+    held, seen = 0, {os.stat(f"/{folder}").st_dev for folder in ("tmp", "work") if os.path.exists(f"/{folder}")}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/status") as f:
                 held += next((int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:")), 0)
             for folder in ("tmp", "work"):
                 device = os.stat(path := f"/proc/{pid}/root/{folder}").st_dev
-                if device not in seen and f"{os.major(device)}:{os.minor(device)}" not in ours:
+                if device not in seen:
                     seen.add(device)
                     usage = os.statvfs(path)
                     held += (usage.f_blocks - usage.f_bfree) * usage.f_frsize
