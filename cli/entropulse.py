@@ -56,7 +56,7 @@ def command(
 ):
     from rich.console import Console
 
-    from computerrl.data.report import schedule_report
+    from computerrl.data.report import iteration_table, schedule_report
     from computerrl.stages.schedule import run, schedule, show_config as settings_file
 
     try:
@@ -77,11 +77,15 @@ def command(
         from computerrl.data.report import phases_done
         from computerrl.stages.schedule import PHASES
 
-        done = {s: phases_done(Path(out) / f"seed-{s}" if seeds else Path(out), list(PHASES)) for s in chosen_seeds}
+        runs = {s: Path(out) / f"seed-{s}" if seeds else Path(out) for s in chosen_seeds}
+        done = {s: phases_done(run_dir, list(PHASES)) for s, run_dir in runs.items()}
         if empty := [s for s, rows in done.items() if not rows]:
             raise typer.BadParameter(f"no evaluated phase under {out} for seed(s) {', '.join(map(str, empty))}",
                                      param_hint="--out")
         console.print(schedule_report(done))
+        for s, run_dir in runs.items():  # each seed's flat shares and draws: its own curriculum
+            if (iterations := iteration_table(run_dir, f"RL iterations, seed {s}")).row_count:
+                console.print(iterations)
         return
     by_seed = {}
     for s in chosen_seeds:

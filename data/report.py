@@ -244,14 +244,14 @@ def schedule_plot(run: Path, evaluated: list[str]) -> Path:
     return path
 
 
-def iteration_table(run: Path):
+def iteration_table(run: Path, title: str = "RL iterations"):
     """Per RL iteration of a schedule run (a version, in the asynchronous loop): GRPO's flat-group share
     and rows, and, where the tasks were drawn by weight (rl_draw signal or gain), each template's
     estimated win rate → weight and the tasks drawn."""
     from rich import box
     from rich.table import Table
 
-    t = Table(title="RL iterations", box=box.SIMPLE_HEAD, padding=(0, 1))
+    t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1))
     for col in ("phase", "iter", "flat", "rows", "draws: template p → weight (drawn)"):
         t.add_column(col, justify="right" if col in ("flat", "rows") else "left")
     for phase in ("rl1", "rl2"):

@@ -77,6 +77,8 @@ def test_seeds_run_apart_pool_from_their_folders_small_files(tmp_path):
     evaluated(tmp_path / "seed-1" / "eval-bc", [False, False, False, True])
     evaluated(tmp_path / "seed-1" / "eval-rl1", [True, False, False, True])
     evaluated(tmp_path / "seed-0" / "eval-entropulse", [True] * 4)  # seed 0 went further: not pooled
+    (policy := tmp_path / "seed-1" / "rl1" / "policy-1").mkdir(parents=True)  # GRPO's summary of one iteration
+    (policy / "summary.json").write_text('{"skipped_fraction": 0.25, "rows": 9}')
     runner = CliRunner(env={"COLUMNS": "200"})
     result = runner.invoke(app, ["entropulse", "--report", "--seeds", "0,1", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -85,6 +87,9 @@ def test_seeds_run_apart_pool_from_their_folders_small_files(tmp_path):
     rows = {line.split()[0]: line.split() for line in success.splitlines() if line.strip()}
     assert rows["bc"][1] == "25%" and rows["rl1"][1] == "50%"  # 2 and 4 of the 8 (seed, task) pairs
     assert "entropulse" not in rows
+    iterations = result.output.split("RL iterations, seed 1")[1].split()
+    assert iterations[iterations.index("rl1"):][:4] == ["rl1", "1", "25%", "9"]  # its flat share and rows
+    assert "RL iterations, seed 0" not in result.output  # it kept no policy
     assert not (tmp_path / "seed-0" / "envs").exists()  # nothing was started
     missing = runner.invoke(app, ["entropulse", "--report", "--seeds", "0,2", "--out", str(tmp_path)])
     assert missing.exit_code != 0 and "seed(s) 2" in missing.output
