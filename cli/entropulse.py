@@ -56,7 +56,7 @@ def command(
 ):
     from rich.console import Console
 
-    from computerrl.data.report import iteration_table, schedule_report
+    from computerrl.data.report import schedule_report
     from computerrl.stages.schedule import run, schedule, show_config as settings_file
 
     try:
@@ -74,7 +74,7 @@ def command(
         return
     console = Console(soft_wrap=True)
     if report:
-        from computerrl.data.report import phases_done
+        from computerrl.data.report import iteration_table, phases_done
         from computerrl.stages.schedule import PHASES
 
         runs = {s: Path(out) / f"seed-{s}" if seeds else Path(out) for s in chosen_seeds}

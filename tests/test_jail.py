@@ -166,16 +166,19 @@ def _cgroup_or_skip() -> None:
     cgroup.remove()
 
 
+RAM_FOLDERS = ("tmp", "work")  # the jail's tmpfs folders
+
+
 def _held_mb(pids: set[int]) -> int:
     """What the processes `pids` hold now: their resident memory, and once each the jail's RAM-backed
     folders (/tmp and /work), told from ours by their device. (bwrap's wrappers, and the jail while it
     sets itself up, see our folders, whatever disks they are on.)"""
-    held, seen = 0, {os.stat(f"/{folder}").st_dev for folder in ("tmp", "work") if os.path.exists(f"/{folder}")}
+    held, seen = 0, {os.stat(f"/{folder}").st_dev for folder in RAM_FOLDERS if os.path.exists(f"/{folder}")}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/status") as f:
                 held += next((int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:")), 0)
-            for folder in ("tmp", "work"):
+            for folder in RAM_FOLDERS:
                 device = os.stat(path := f"/proc/{pid}/root/{folder}").st_dev
                 if device not in seen:
                     seen.add(device)
