@@ -5,6 +5,7 @@ and holding no more memory or room for files than the jail's caps."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import descendants
@@ -159,44 +161,56 @@ def test_what_the_agents_code_prints_leaves_a_genuine_verdict_as_it_is(tmp_path)
     assert score(tmp_path, ROTATE.format("shape") + noisy) == 1.0
 
 
-def _cgroup_or_skip() -> None:
+def _cgroup_or_skip() -> Path:
+    """The folder the jail's cgroups are made in; the test is skipped where none can be made."""
     cgroup, why_not = Cgroup.make(f"computerrl-{os.getpid()}-jailtest", 1 << 30)
     if cgroup is None:
         pytest.skip(f"one memory cap for the whole jail needs a cgroup, and none can be made here: {why_not}")
     cgroup.remove()
+    return cgroup.path.parent
 
 
 RAM_FOLDERS = ("tmp", "work")  # the jail's tmpfs folders
 
 
-def _held_mb(pids: set[int]) -> int:
-    """What the processes `pids` hold now: their resident memory, and once each the jail's RAM-backed
-    folders (/tmp and /work), told from ours by their device. (bwrap's wrappers, and the jail while it
-    sets itself up, see our folders, whatever disks they are on.)"""
-    held, seen = 0, {os.stat(f"/{folder}").st_dev for folder in RAM_FOLDERS if os.path.exists(f"/{folder}")}
+def _jailed(cgroups: Path) -> set[int]:
+    """The jail's processes: its cgroup's members, as the kernel lists them, and all they started
+    (whatever else this test worker runs meanwhile is no part of it)."""
+    members = []
+    for procs in cgroups.glob(f"computerrl-{os.getpid()}-jail*/cgroup.procs"):
+        with contextlib.suppress(OSError):  # the cgroup is being removed
+            members += map(int, procs.read_text().split())
+    return set(descendants(members))
+
+
+def _held_mb(pids: set[int]) -> tuple[int, str]:
+    """What the processes `pids` hold now, in MB: their resident memory, and once each the jail's
+    RAM-backed folders (/tmp and /work), told from ours by their device (bwrap, while it sets the
+    jail up, sees our folders, whatever disks they are on); and what was counted, to show."""
+    parts, seen = [], {os.stat(f"/{folder}").st_dev for folder in RAM_FOLDERS if os.path.exists(f"/{folder}")}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/status") as f:
-                held += next((int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:")), 0)
+                status = dict(line.split(":", 1) for line in f if line.startswith(("Name:", "VmRSS:")))
+            parts.append((int(status.get("VmRSS", "0 kB").split()[0]) << 10, f"{status['Name'].strip()} {pid}"))
             for folder in RAM_FOLDERS:
                 device = os.stat(path := f"/proc/{pid}/root/{folder}").st_dev
                 if device not in seen:
                     seen.add(device)
                     usage = os.statvfs(path)
-                    held += (usage.f_blocks - usage.f_bfree) * usage.f_frsize
-        except (OSError, ValueError):  # gone meanwhile, or a folder it does not have
+                    parts.append(((usage.f_blocks - usage.f_bfree) * usage.f_frsize, f"{path} (device {device})"))
+        except (OSError, ValueError, KeyError):  # gone meanwhile, or a folder it does not have
             pass
-    return held >> 20
+    return sum(size for size, _ in parts) >> 20, ", ".join(f"{what} {size >> 20} MB" for size, what in parts)
 
 
-def _most_held_mb_while(run) -> tuple[int, object]:
-    """(the most the processes `run()` started held at once, what it returned): theirs alone, whatever
-    else the machine (another test worker) takes meanwhile."""
-    before, most, done = set(descendants([os.getpid()])), [0], threading.Event()
+def _most_held_mb_while(cgroups: Path, run) -> tuple[int, str, object]:
+    """(the most the jail `run()` started held at once, what that was, what `run()` returned)."""
+    most, done = [(0, "nothing")], threading.Event()
 
     def watch():
         while not done.wait(0.01):
-            most[0] = max(most[0], _held_mb(set(descendants([os.getpid()])) - before))
+            most[0] = max(most[0], _held_mb(_jailed(cgroups)))
 
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -205,14 +219,14 @@ def _most_held_mb_while(run) -> tuple[int, object]:
     finally:
         done.set()
         watcher.join()
-    return most[0], result
+    return *most[0], result
 
 
 MARGIN_MB = 128  # what the jail's sh, bwrap and python hold beyond its cap: their shared libraries count once each
 
 
 def test_the_jails_processes_together_hold_no_more_than_its_memory_cap():
-    _cgroup_or_skip()
+    cgroups = _cgroup_or_skip()
     hogs = """
 import os, time
 kids = []
@@ -225,13 +239,14 @@ for _ in range(3):
     kids.append(pid)
 print("held", sum(os.waitpid(pid, 0)[1] == 0 for pid in kids))
 """
-    held, (code, output, _) = _most_held_mb_while(lambda: run_in_jail(["python3", "-c", hogs], [], memory_mb=1024))
+    held, what, (code, output, _) = _most_held_mb_while(
+        cgroups, lambda: run_in_jail(["python3", "-c", hogs], [], memory_mb=1024))
     assert code == 0 and output.split()[-2:] in (["held", "0"], ["held", "1"]), output  # 2 x 700 MB > 1024 MB
-    assert 700 < held < 1024 + MARGIN_MB, held  # it filled its cap, never two children's 1,400 MB
+    assert 700 < held < 1024 + MARGIN_MB, what  # it filled its cap, never two children's 1,400 MB
 
 
 def test_files_the_jail_writes_count_against_its_memory_cap():
-    _cgroup_or_skip()
+    cgroups = _cgroup_or_skip()
     writer = """
 import os
 for i in range(8):
@@ -239,10 +254,10 @@ for i in range(8):
         f.write(bytes(60 << 20))
 print("wrote 480 MB")
 """
-    held, (code, output, _) = _most_held_mb_while(lambda: run_in_jail(["python3", "-c", writer], [],
-                                                                      memory_mb=256, tmp_mb=1024))
+    held, what, (code, output, _) = _most_held_mb_while(
+        cgroups, lambda: run_in_jail(["python3", "-c", writer], [], memory_mb=256, tmp_mb=1024))
     assert code != 0 and "wrote" not in output, output  # killed: RAM the jail's files hold is its memory
-    assert 60 <= held < 256 + MARGIN_MB, held  # a file of 60 MB seen at least, and none past the cap
+    assert 60 <= held < 256 + MARGIN_MB, what  # a file of 60 MB seen at least, and none past the cap
 
 
 def test_what_the_jail_writes_never_reaches_the_host_disk_and_its_folders_are_sized(tmp_path):
