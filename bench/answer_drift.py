@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def main() -> None:
     from computerrl.policy.checkpoint import load_model
 
     picked = first_answers(args.steps, args.per_template)
-    table = Table("template", *(str(c) for c in args.checkpoints), title=f"chance of {args.steps}'s first answers")
+    common = Path(os.path.commonpath([c.resolve() for c in args.checkpoints]))  # the columns name what differs
+    labels = [str(c.resolve().relative_to(common)) if len(args.checkpoints) > 1 else c.name for c in args.checkpoints]
+    table = Table("template", *labels, title=f"chance of {args.steps}'s first answers")
     chances = {}
     for checkpoint in args.checkpoints:
         model = load_model(checkpoint)
