@@ -41,14 +41,11 @@ def answer_chance(model, rows: list[dict]) -> float:
     """The mean chance `model` samples each row's response whole, given its prompt."""
     import torch
 
-    chances = []
+    from computerrl.policy.logprobs import response_logprobs
+
     with torch.no_grad():
-        for row in rows:
-            ids = torch.tensor([row["prompt_ids"] + row["response_ids"]])
-            logits = model(ids).logits[0, len(row["prompt_ids"]) - 1:-1].float()
-            answer = torch.tensor(row["response_ids"])[:, None]
-            chances.append(math.exp(torch.log_softmax(logits, -1).gather(1, answer).sum().item()))
-    return sum(chances) / len(chances)
+        logprobs = response_logprobs(model, [r["prompt_ids"] for r in rows], [r["response_ids"] for r in rows])
+    return sum(math.exp(lp.sum().item()) for lp in logprobs) / len(rows)
 
 
 def main() -> None:
