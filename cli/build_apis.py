@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from computerrl.cli.options import stage_command
+from computerrl.data.folders import WrongInput
 from computerrl.stages.build_apis import BuildApisConfig, ReplayError, run
 
 HELP = ("A model reads example tasks of an app and the app's API, proposes the functions that are missing, writes "
@@ -18,6 +19,8 @@ HELP = ("A model reads example tasks of an app and the app's API, proposes the f
 def build(cfg: BuildApisConfig) -> None:
     try:
         summary = run(cfg)
+    except WrongInput:
+        raise  # a usage error: stage_command says so in one line, exit code 2
     except (ReplayError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None

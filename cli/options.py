@@ -1,7 +1,8 @@
 """A stage's command is made from its config: one option per field, in the field's order, with the
 field's type, default, and the help and flags `data.config.setting` gave it. The one wrapper every
 stage command shares builds the config and calls the stage; a config that refuses its values (its
-`__post_init__` raises ValueError, or KeyError for an unknown name) is a usage error (exit code 2)."""
+`__post_init__` raises ValueError, or KeyError for an unknown name) is a usage error (exit code 2), and
+so is an input folder of the wrong kind (`data.folders.WrongInput`: one line, no traceback)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Annotated, Any, Callable
 import typer
 
 from computerrl.data.config import default_of, described
+from computerrl.data.folders import WrongInput
 
 REQUIRED = inspect.Parameter.empty  # as a command-line default: the option has none, it must be given
 
@@ -44,11 +46,22 @@ def stage_command(config: type, run: Callable[[Any], Any], **cli_defaults: Any) 
     def command(**options: Any) -> None:
         try:
             cfg = config(**options)
+        except WrongInput as e:
+            refuse(e)
         except (ValueError, KeyError) as e:  # a KeyError's str() would quote its message
             raise typer.BadParameter(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)) from None
-        run(cfg)
+        try:
+            run(cfg)
+        except WrongInput as e:
+            refuse(e)
 
     command.__signature__ = inspect.Signature(parameters(config, **cli_defaults))
     command.__qualname__ = command.__name__ = f"{config.__name__}_command"
     command.config, command.cli_defaults = config, cli_defaults  # for the tests: which config, which defaults differ
     return command
+
+
+def refuse(e: WrongInput) -> None:
+    """An input folder of the wrong kind: its one line, and exit code 2 (a usage error), no traceback."""
+    typer.echo(f"Error: {e}", err=True)
+    raise typer.Exit(2) from None

@@ -38,8 +38,14 @@ def check(
     from rich.console import Console
     from rich.table import Table
 
+    from computerrl.cli.options import refuse
+    from computerrl.data.folders import TASK_FILES, WrongInput, expect
     from computerrl.envs.tasks.check import check_folder
 
+    try:
+        expect(folder, "FOLDER", TASK_FILES)
+    except WrongInput as e:
+        refuse(e)
     try:
         report = check_folder(folder)
     except ValueError as e:

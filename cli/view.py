@@ -17,17 +17,15 @@ def command(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="The page to write (default: FOLDER/view.html; "
                                             "thumbnails go to a _files folder beside it).")] = None,
 ):
+    from computerrl.cli.options import refuse
     from computerrl.data.datasets_io import load
+    from computerrl.data.folders import EVAL, STEPS, WrongInput, expect
     from computerrl.data.viewer import write_page
 
-    steps = folder / "steps" if (folder / "steps" / "dataset_info.json").exists() else folder
     try:
-        ds = load(steps)
-    except FileNotFoundError as e:
-        raise typer.BadParameter(str(e), param_hint="FOLDER") from None
-    missing = [c for c in ("task_id", "group_id", "sample", "step", "response", "action", "exec_result", "reward")
-               if c not in ds.column_names]
-    if missing:
-        raise typer.BadParameter(f"{steps} is not a step dataset: it lacks {', '.join(missing)}", param_hint="FOLDER")
+        steps = folder / "steps" if expect(folder, "FOLDER", STEPS, EVAL) == EVAL else folder
+    except WrongInput as e:
+        refuse(e)
+    ds = load(steps)
     page = write_page(ds, out or folder / "view.html", title=str(folder))
     typer.echo(f"wrote {page} ({len(ds)} steps); open it in a browser")

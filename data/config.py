@@ -58,8 +58,13 @@ def default_of(field: dataclasses.Field) -> Any:
     return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
 
 
-def require_datasets(paths: list[Path], flag: str) -> None:
-    """A stage's config refuses input datasets that are not there, naming the option and the path."""
+def require_datasets(paths: list[Path], flag: str, *kinds: str) -> None:
+    """A stage's config refuses input datasets that are not there, or not of these kinds (data.folders),
+    naming the option, the path and what it is."""
+    from computerrl.data.folders import expect
+
     for path in paths:
         if not Path(path).exists():
             raise ValueError(f"{flag} {path}: no such dataset")
+        if kinds:
+            expect(path, flag, *kinds)

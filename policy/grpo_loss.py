@@ -163,7 +163,7 @@ def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch
                       if known else None)
     fixed = {"old": old, "weight": weight}
     if ref is not None:
-        ref_model = load_model(resolve(ref), device=str(trainer.device), dtype=dtype)
+        ref_model = load_model(resolve(ref, "--ref"), device=str(trainer.device), dtype=dtype)
         ref_model.eval()
         by_row = trainer_logprobs(ref_model, list(range(len(rows))))
         fixed["ref"] = [by_row[i] for i in range(len(rows))]

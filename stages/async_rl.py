@@ -394,7 +394,7 @@ def run(cfg: AsyncRLConfig, console=None, *, train: Train | None = None, policy=
 
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.pool import EnvPool
-    from computerrl.envs.tasks.task_set import load_task_set
+    from computerrl.envs.tasks.task_set import load_task_set, playable
 
     console = console or Console(soft_wrap=True)
     summary_path = cfg.out / "summary.json"
@@ -405,13 +405,8 @@ def run(cfg: AsyncRLConfig, console=None, *, train: Train | None = None, policy=
         import shutil
 
         shutil.rmtree(cfg.out)
-    items = load_task_set(cfg.tasks, cfg.limit)
-    for i in items:
-        if i.skip:
-            console.print(f"skipped {i.task_id}: {i.skip}", markup=False, highlight=False)
-    items = [i for i in items if not i.skip]
-    if not items:
-        raise ValueError(f"none of the tasks under {cfg.tasks} can be played here")
+    cfg.check_inputs()
+    items = playable(load_task_set(cfg.tasks, cfg.limit), cfg.tasks, console)
     cfg.out.mkdir(parents=True, exist_ok=True)
     versions = published(cfg)
     trained = {d for v in range(1, len(versions)) for d in batch_draws(cfg.out / f"rollout-{v}")}

@@ -210,6 +210,7 @@ def run(cfg: BuildApisConfig, console=None) -> dict:
     from rich.console import Console
 
     from computerrl.apis.builder import Spec
+    from computerrl.data.folders import ENVS, MANIFEST, TASK_FILES, TASKS, expect
     from computerrl.data.journal import Journal
 
     console = console or Console(soft_wrap=True)
@@ -219,6 +220,8 @@ def run(cfg: BuildApisConfig, console=None) -> dict:
         summary = json.loads(summary_path.read_text())
         console.print(table(summary))
         return summary
+    expect(cfg.tasks, "--tasks", TASKS, TASK_FILES)  # before a model or a desktop is started
+    expect(cfg.envs, "--envs", ENVS, MANIFEST)
     if cfg.overwrite:  # afresh, even over a journal of these settings
         for leftover in (summary_path, cfg.out / "transcript.jsonl"):
             leftover.unlink(missing_ok=True)

@@ -61,6 +61,7 @@ def run(cfg: EvalConfig, console=None) -> dict:
         summary = json.loads((cfg.out / "summary.json").read_text())
         console.print(table(summary))
         return summary
+    cfg.check_inputs()
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
                                           key=cfg.key(), console=console,
                                           restart=cfg.overwrite)

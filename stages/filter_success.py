@@ -23,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from computerrl.data.config import OUT, SEED, require_datasets, setting
+from computerrl.data.folders import STEPS
 
 
 @dataclasses.dataclass
@@ -38,7 +39,7 @@ class FilterSuccessConfig:
         self.rollouts, self.out = [Path(p) for p in self.rollouts], Path(self.out)
         if not self.rollouts:
             raise ValueError("give at least one step dataset with --rollouts")
-        require_datasets(self.rollouts, "--rollouts")
+        require_datasets(self.rollouts, "--rollouts", STEPS)
         if self.k == 0 or self.k < -1:
             raise ValueError("--k must be >= 1, or -1 for all")
 

@@ -38,6 +38,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from computerrl.data.config import require_datasets, setting
+from computerrl.data.folders import STEPS
 from computerrl.policy.trainer import TrainConfig
 
 
@@ -63,7 +64,7 @@ class GRPOConfig(TrainConfig):
         self.rollouts = [Path(p) for p in self.rollouts]
         if not self.rollouts:
             raise ValueError("give at least one step dataset with --rollouts")
-        require_datasets(self.rollouts, "--rollouts")
+        require_datasets(self.rollouts, "--rollouts", STEPS)
         if self.epochs < 1 or self.updates_per_epoch < 1:
             raise ValueError("--epochs and --updates-per-epoch must be at least 1")
         if not (0 <= self.eps_low < 1 and self.eps_high >= 0 and self.beta >= 0 and self.tis_cap >= 1):

@@ -66,6 +66,15 @@ class PlayConfig:
 
             BUDGETS[self.budgets]  # an unknown name is refused here, with the known ones
 
+    def check_inputs(self) -> None:
+        """Refuses (`WrongInput`, one line) an --envs or --model folder of another kind before anything starts;
+        --tasks is checked where it is read (`load_task_set`)."""
+        from computerrl.data.folders import ENVS as ENVS_FOLDER, MANIFEST, expect
+        from computerrl.policy.checkpoint import resolve
+
+        expect(self.envs, "--envs", ENVS_FOLDER, MANIFEST)
+        resolve(self.model)
+
     @property
     def journal(self) -> Path:
         return self.out.with_name(f".{self.out.name}.journal")

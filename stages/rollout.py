@@ -55,6 +55,7 @@ def run(cfg: RolloutConfig, console=None) -> dict:
     if cfg.out.exists() and not cfg.journal.exists() and not cfg.overwrite:
         console.print(f"{cfg.out} is already complete (--overwrite replaces it)")
         return json.loads((cfg.out / "summary.json").read_text())
+    cfg.check_inputs()
     items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
                                           key=cfg.key(), console=console,
                                           restart=cfg.overwrite)

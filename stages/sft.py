@@ -25,6 +25,7 @@ import random
 from pathlib import Path
 
 from computerrl.data.config import require_datasets, setting
+from computerrl.data.folders import CHATS, STEPS
 from computerrl.policy.trainer import TrainConfig
 
 
@@ -42,7 +43,7 @@ class SFTConfig(TrainConfig):
         self.data = [Path(p) for p in self.data]
         if not self.data:
             raise ValueError("give at least one dataset with --data")
-        require_datasets(self.data, "--data")
+        require_datasets(self.data, "--data", CHATS, STEPS)
         if self.epochs < 1 or self.batch_rows < 1:
             raise ValueError("--epochs and --batch-rows must be at least 1")
 

@@ -19,15 +19,10 @@ def plan(tasks: Path, *, limit: int, samples: int, journal_dir: Path, key: dict,
     """(all task items, the playable ones, the run's journal, the (task, sample) jobs to play).
 
     Prints the tasks skipped (with why). `restart`: a journal of other settings is removed, not refused."""
-    from computerrl.envs.tasks.task_set import load_task_set
+    from computerrl.envs.tasks.task_set import load_task_set, playable as playable_items
 
     items = load_task_set(tasks, limit)
-    playable = [i for i in items if not i.skip]
-    for i in items:
-        if i.skip:
-            console.print(f"skipped {i.task_id}: {i.skip}", markup=False, highlight=False)
-    if not playable:
-        raise ValueError(f"none of the {len(items)} tasks under {tasks} can be played here")
+    playable = playable_items(items, tasks, console)
     journal = Journal(journal_dir, key, restart=restart)
     return items, playable, journal, [(t, s) for t in playable for s in range(samples)]
 

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from computerrl.data.folders import TASK_FILES, TASKS, WrongInput, expect
 from computerrl.envs.tasks.task import TaskError, load_task, parse_task
 
 
@@ -28,17 +29,14 @@ class TaskItem:
     skip: str = ""  # why it cannot be played here ("" = it can)
 
 
-def load_task_set(path: Path | str, limit: int = 0) -> list[TaskItem]:
-    """Every task under `path`, in a stable order; `limit` > 0 keeps the first ones."""
+def load_task_set(path: Path | str, limit: int = 0, option: str = "--tasks") -> list[TaskItem]:
+    """Every task under `path`, in a stable order; `limit` > 0 keeps the first ones. A folder that is
+    neither tasks kind is refused (WrongInput names what it is, and the splits to pass for a suite)."""
     path = Path(path)
-    if (path / "dataset_info.json").exists():
+    if expect(path, option, TASKS, TASK_FILES) == TASKS:
         items = _from_dataset(path)
-    elif path.is_dir():
-        items = [_from_file(f, path) for f in sorted(path.rglob("*.json"))]
-        if not items:
-            raise ValueError(f"no task dataset and no *.json task files under {path}")
     else:
-        raise FileNotFoundError(f"--tasks {path}: not a task dataset or a folder of task files")
+        items = [_from_file(f, path) for f in sorted(path.rglob("*.json"))]
     ids = [i.task_id for i in items]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -75,3 +73,17 @@ def _from_file(f: Path, root: Path) -> TaskItem:
     missing = task.unsupported()
     return TaskItem(task_id, domain or task.snapshot, json.loads(f.read_text()), str(f.parent.resolve()),
                     skip=f"needs {', '.join(missing)}" if missing else "")
+
+
+def playable(items: list[TaskItem], path: Path | str, console) -> list[TaskItem]:
+    """The items that can be played here, each skipped one printed with why; WrongInput when none can."""
+    for i in items:
+        if i.skip:
+            console.print(f"skipped {i.task_id}: {i.skip}", markup=False, highlight=False)
+    kept = [i for i in items if not i.skip]
+    if not items:
+        raise WrongInput(f"{path} holds no task")
+    if not kept:
+        raise WrongInput(f"none of the {len(items)} tasks under {path} can be played here (the first: "
+                         f"{items[0].task_id}: {items[0].skip})")
+    return kept
