@@ -13,10 +13,11 @@ osworld_run := env("OSWORLD_RUN", "runs/osworld")
 osworld_desktops := env("OSWORLD_DESKTOPS", "256")  # env servers, over $DOCKER_HOST / --docker-hosts
 osworld_accelerate := env("OSWORLD_ACCELERATE", "configs/accelerate/fsdp.yaml")
 
-# Install system packages, the virtualenv and the package (idempotent).
+# Install what the demo needs (Calc's desktop, the trainer, the embedded model); `just install --all` adds what
+# the tests need (every app, llama.cpp, .venv-vllm, Docker). Idempotent.
 [group("setup")]
-install:
-    bash install.sh
+install *flags:
+    bash install.sh {{flags}}
 
 # Refresh constraints.txt with the newest versions pyproject.toml allows (a fresh virtualenv, ~5 min); then `just test`.
 [group("setup")]
@@ -25,7 +26,8 @@ lock:
     echo /usr/lib/python3/dist-packages > "$(.venv-lock/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/debian-dist-packages.pth"  # Debian's packages count, as in .venv
     .venv-lock/bin/python -m pip install -q --upgrade pip
     .venv-lock/bin/python -m pip install -q torch==2.13.0
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv-lock/bin/python -m pip install -q --no-cache-dir ".[dev]"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv-lock/bin/python -m pip install -q --no-cache-dir ".[dev,llamacpp]"
+    .venv-lock/bin/python -m pip install -q --no-deps "$(python3 -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["embedded"])')"
     { grep '^#' constraints.txt; .venv-lock/bin/python -m pip freeze --exclude-editable \
         --path "$(.venv-lock/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
         | grep -v -e '^torch==' -e '^computerrl[ =@]'; } > constraints.txt.new
@@ -35,12 +37,12 @@ lock:
 # The whole suite: real desktops, real LibreOffice. Two workers (TEST_WORKERS), one thread each
 # (tests/conftest.py), take whole files, the slowest first: 49 min on 2 cores against 73 in one process.
 [group("dev")]
-test *args: install
+test *args: (install "--all")
     {{venv}}/python -m pytest -q -ra --durations=30 -n {{test_workers}} --dist loadfile --no-loadscope-reorder {{args}}
 
 # Fast tests only (no desktops).
 [group("dev")]
-test-fast *args: install
+test-fast *args: (install "--all")
     {{venv}}/python -m pytest -q -m "not desktop" {{args}}
 
 # Regenerate the gRPC stubs from envs/service/proto/env.proto.
@@ -117,7 +119,7 @@ bench-envs *args: install
 
 # App benchmarks: PSS of a desktop with each app open, launch-to-settled-window and reset after it (JSON last line).
 [group("bench")]
-bench-apps *args: install
+bench-apps *args: (install "--all")
     {{venv}}/python -m computerrl.bench.bench_apps {{args}}
 
 # Rollout benchmarks: embedded model in real desktops at 1/4/8 desktops, model vs desktop time, overlap (JSON last line).

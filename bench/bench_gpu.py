@@ -42,7 +42,8 @@ import threading
 import time
 from pathlib import Path
 
-VOCAB = 49152  # SmolLM2's tokenizer
+from computerrl.policy.checkpoint import VOCAB, random_checkpoint
+
 SHAPES = {  # LlamaConfig fields; SmolLM2's own values but for `tiny`
     "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                  intermediate_size=256),
@@ -139,26 +140,7 @@ def _sync(device: str) -> None:
 
 def build_checkpoint(shape: str, folder: Path, tokenizer: Path, device: str, dtype: str) -> int:
     """A randomly initialised model of `shape` saved at `folder` with the tokenizer's files; its parameters."""
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
-    from transformers.utils import logging as hf_logging
-
-    from computerrl.policy.checkpoint import write_lineage
-
-    hf_logging.disable_progress_bar()
-
-    config = LlamaConfig(**{"max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
-                            "rope_parameters": {"rope_type": "default", "rope_theta": 100000.0}, **SHAPES[shape]},
-                         vocab_size=VOCAB, bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    torch.manual_seed(0)
-    with torch.device(device):  # initialised where it runs: seconds for 1.7B on a GPU
-        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    model.save_pretrained(folder)
-    for f in Path(tokenizer).iterdir():
-        if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
-            shutil.copy(f, folder / f.name)
-    write_lineage(folder, {"stage": "bench_gpu", "policy_version": f"bench-{shape}", "shape": shape})
-    return sum(p.numel() for p in model.parameters())
+    return random_checkpoint(folder, SHAPES[shape], tokenizer, version=f"bench-{shape}", device=device, dtype=dtype)
 
 
 def engine_and_agreement(shape: str, folder: str, tokenizer: str, device: str, dtype: str, a) -> dict:

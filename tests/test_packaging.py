@@ -59,7 +59,7 @@ def _pins() -> dict[str, str]:
 
 
 def test_constraints_pin_every_dependency_within_its_range_and_the_install_used_them():
-    """install.sh installs with constraints.txt: each dependency pyproject names (the dev extras too)
+    """install.sh installs with constraints.txt: each dependency pyproject names (the extras too)
     is pinned there to a version its range allows, and this virtualenv holds exactly those versions."""
     from importlib.metadata import version
 
@@ -70,7 +70,8 @@ def test_constraints_pin_every_dependency_within_its_range_and_the_install_used_
     pins = _pins()
     assert all(version_ for version_ in pins.values()), "every line of constraints.txt is NAME==VERSION"
     wrong = []
-    for spec in project["dependencies"] + project["optional-dependencies"]["dev"]:
+    extras = project["optional-dependencies"]
+    for spec in project["dependencies"] + extras["dev"] + extras["embedded"] + extras["llamacpp"]:
         req = Requirement(spec)
         name = canonicalize_name(req.name)
         if name == "torch":  # install.sh pins its CPU build itself; a GPU machine keeps its own
