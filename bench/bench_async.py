@@ -117,18 +117,19 @@ def stop(root: Path) -> None:
     run(SpawnEnvsConfig(out=root / "envs", stop=True))
 
 
-def other_version(folder: Path) -> Path:
-    """A copy of the embedded model with every weight nudged: a new version to switch to."""
+def other_version(folder: Path, base: Path | None = None) -> Path:
+    """A copy of `base` (default: the embedded model) with every weight nudged: a new version to switch to."""
     import torch
 
     from computerrl.policy.checkpoint import embedded_checkpoint, load_model, load_tokenizer
 
-    model = load_model(embedded_checkpoint())
+    base = base or embedded_checkpoint()
+    model = load_model(base)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 1e-3)
     model.save_pretrained(folder)
-    load_tokenizer(embedded_checkpoint()).save_pretrained(folder)
+    load_tokenizer(base).save_pretrained(folder)
     return folder
 
 

@@ -42,11 +42,24 @@ def phase_figures(run: Path, phase: str, summary: dict, sampled: dict | None) ->
     """One evaluated phase's row of the report: its eval's `summary`, its RL batches, and its sampled
     eval's summary (None when it had none)."""
     return phase_row(phase, summary, run / f"eval-{phase}") | rl_figures(run, phase) \
-        | (exploration(sampled) if sampled else {})
+        | (exploration(sampled) if sampled else {}) | {"untrained": untrained(run, phase)}
+
+
+def untrained(run: Path, phase: str) -> str:
+    """Why a phase had nothing to train on ("" when it trained): an RL phase whose every group was flat, an
+    Entropulse with no success to learn from. Its policy is the previous phase's, and so are its figures."""
+    if phase.startswith("rl"):
+        figures = rl_figures(run, phase)
+        return "no rows" if figures and not figures["rows"] else ""  # every GRPO group was flat
+    successes = run / "successes" / "summary.json"
+    if phase == "entropulse" and successes.exists() and not json.loads(successes.read_text())["rows"]:
+        return "no successes"  # RL 1 won no play
+    return ""
 
 
 # The small files of a schedule run folder that phases_done and iteration_table read, as globs under it.
 REPORT_FILES = ("eval-*/summary.json", "eval-*/results/*", "explore-*/summary.json", "rl*/**/policy-*/summary.json",
+                "successes/summary.json",
                 "rl*/tasks-*.weights.json")
 
 
@@ -140,6 +153,9 @@ def success_table(seeds: dict, phases: list[str], by_phase: dict[str, list[dict]
     bc = phases.index("bc") if "bc" in by_phase else 0
     for k, name in enumerate(phases):
         rows = by_phase[name]
+        if all(r.get("untrained") for r in rows):  # its figures would be the previous phase's, repeated
+            t.add_row(name, f"— ({rows[0]['untrained']})")
+            continue
         total = pooled(rows)
         prev = paired(by_phase[phases[k - 1]], rows) if k else {"n": 0}
         from_bc = paired(by_phase[phases[bc]], rows) if bc < k - 1 else {"n": 0}  # at bc + 1 it is Δ prev
@@ -147,7 +163,10 @@ def success_table(seeds: dict, phases: list[str], by_phase: dict[str, list[dict]
                   _pct(pooled(rows, False)["rate"]), _pct(pooled(rows, True)["rate"]), delta(prev), delta(from_bc))
     t.caption = ("success pooled over seeds × tasks (greedy, one trajectory each), Wilson interval; seen / new: "
                  "templates seen in training / held out; Δ: difference in points from the previous phase and from "
-                 "BC on the same seeds and tasks, exact McNemar p-value in brackets")
+                 "BC on the same seeds and tasks, exact McNemar p-value in brackets"
+                 + ("; —: nothing to train on (no rows: every GRPO group was flat; no successes: RL 1 won no play), "
+                    "the previous phase's policy kept" if any(r.get("untrained") for rows in by_phase.values()
+                                                              for r in rows) else ""))
     if len(seeds) > 1:
         t.caption += "\nper seed: " + "; ".join(
             f"{name} " + " ".join(_pct(pooled([r])["rate"]) for r in by_phase[name]) for name in phases)
@@ -166,6 +185,9 @@ def exploration_table(by_phase: dict[str, list[dict]]):
         t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
     for name, rows in by_phase.items():
         flat = _mean(rows, "flat")
+        if all(r.get("untrained") for r in rows):
+            t.add_row(name, "—", *[""] * (len(sampled) + 1), "" if math.isnan(flat) else _pct(flat))
+            continue
         t.add_row(name, f"{_mean(rows, 'entropy'):.3f}", f"{_mean(rows, 'action_entropy'):.2f}",
                   *[cell(_mean(rows, key)) for key, cell in sampled.values()], "" if math.isnan(flat) else _pct(flat))
     t.caption = ("H tok: mean token entropy of the greedy eval's answers (nats); H act: entropy of the action "

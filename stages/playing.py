@@ -33,7 +33,7 @@ class PlayConfig:
     temperature: float = setting(0.0, "Sampling temperature (0 = greedy; more than one sample per task in eval needs "
                                       "> 0).")
     max_new_tokens: int = setting(96, MAX_NEW_TOKENS)
-    budgets: str = setting("", "Prompt budgets: tiny, small or paper (default: by the model's size).")
+    budgets: str = setting("", "Prompt budgets: tiny, quick, small or paper (default: by the model's size).")
     max_batch: int = setting(8, "Answers generated per model call at most.")
     limit: int = setting(0, "Play only the first N tasks (0 = all).")
     seed: int = setting(0, SEED)  # sampling seed

@@ -234,7 +234,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     """The schedule for one seed into `out`; prints its table and returns its phase rows."""
     from rich.console import Console
 
-    from computerrl.data.report import iteration_table, phase_figures, schedule_plot, schedule_report
+    from computerrl.data.report import iteration_table, phase_figures, schedule_plot, schedule_report, untrained
     from computerrl.stages.curriculum import weighted_draw
 
     console = console or Console(soft_wrap=True)
@@ -270,6 +270,17 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
             phases.append(phase_figures(out, phase, summary, sampled))
         if phase == s.stop_after:
             raise _Stopped
+
+    def evaluate_trained(phase: str, checkpoint: str, previous: str) -> None:
+        """`evaluate`, unless the phase had nothing to train on: its policy is then `previous`'s, and so are
+        its evaluations (the same policy played again would measure only the noise)."""
+        why = "" if dry_run else untrained(out, phase)
+        if why:
+            console.print(f"[yellow]{phase}: nothing to train on ({why}); its policy is {previous}'s, and so are its "
+                          "evaluations[/]")  # the report's line says so too
+            for kind in ("eval", "explore"):
+                copy_done(out / f"{kind}-{previous}", out / f"{kind}-{phase}")
+        evaluate(phase, checkpoint)
 
     def sft(folder: str, start: str, data: list[Path], epochs: int, lr: float) -> str:
         console.rule(f"sft → {folder}")
@@ -343,23 +354,18 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         bc = sft("bc", model, [tasks / "expert"], s.bc_epochs, s.lr_bc)
         evaluate("bc", bc)
         rl1, rollouts1 = rl_phase("rl1", bc, 1)
-        evaluate("rl1", rl1)
+        evaluate_trained("rl1", rl1, "bc")
         console.rule("Entropulse")
         if s.entropulse_temperature:
             rollouts1.append(entropulse_plays(rl1))
         kept = step("filter-success", rollouts=rollouts1, out=out / "successes", k=s.k, seed=seed)
+        pulse = rl1  # RL 1 with no success: Entropulse keeps its checkpoint as it is
         if dry_run or kept["rows"]:
             pulse = sft("entropulse", rl1, [out / "successes"] + ([tasks / "expert"] if s.entropulse_expert else []),
                         s.entropulse_epochs, s.lr_entropulse)
-        else:
-            console.print("[yellow]RL phase 1 had no successful trajectory: nothing to learn from, so Entropulse "
-                          "keeps the RL checkpoint as it is, and its evaluations are RL 1's[/]")
-            pulse = rl1
-            for kind in ("eval", "explore"):  # the same policy played again would measure only the noise
-                copy_done(out / f"{kind}-rl1", out / f"{kind}-entropulse")
-        evaluate("entropulse", pulse)
+        evaluate_trained("entropulse", pulse, "rl1")
         rl2, _ = rl_phase("rl2", pulse, 1 + s.rl_iterations)
-        evaluate("rl2", rl2)
+        evaluate_trained("rl2", rl2, "entropulse")
     except _Stopped:
         console.print(f"stopped after {s.stop_after}, as asked (stop_after)")
     finally:

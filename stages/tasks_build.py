@@ -61,7 +61,7 @@ class BuildConfig:
                                             "OUT/files).", "--envs")
     model: str = setting("embedded", "Checkpoint the expert prompts are built for (its tokenizer and prompt budgets): "
                                      "'embedded' or a local folder.")
-    budgets: str = setting("", "Prompt budgets: small or paper (default: chosen by the model's size).")  # policy.prompt
+    budgets: str = setting("", "Prompt budgets: tiny, quick, small or paper (default: chosen by the model's size).")  # policy.prompt
     holdout_templates: str = setting("", "Templates kept out of train, so eval can measure out-of-distribution "
                                          "success: a count N (drawn with --seed) or comma-separated names.")
 

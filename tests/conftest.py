@@ -85,6 +85,25 @@ def generated_desktops(root: Path, tasks: int, desktops: int):
         run(SpawnEnvsConfig(out=root / "envs", stop=True))
 
 
+# What a test that needs only *a* model loads (one that answers, fast), where what it checks does not depend on
+# what the embedded model computes: SmolLM2's tokenizer on two random layers (3.2M parameters, 13 MB). It
+# answers in milliseconds, never a valid action, never the end of its turn (every answer is max_new_tokens
+# long). Head size 32, as vLLM's CPU attention takes.
+TINY_SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                  intermediate_size=256)
+TINY_VERSION = "tiny-random"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> str:
+    """The stand-in model's checkpoint folder (see TINY_SHAPE), made once per test process."""
+    from computerrl.policy.checkpoint import embedded_checkpoint, random_checkpoint
+
+    folder = tmp_path_factory.mktemp("tiny-model") / TINY_VERSION
+    random_checkpoint(folder, TINY_SHAPE, embedded_checkpoint(), version=TINY_VERSION)
+    return str(folder)
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     """llama-cpp-python's OpenAI-compatible server on loopback, serving the embedded model's GGUF file."""

@@ -1,6 +1,7 @@
 """The asynchronous loop (`computerrl async-rl`): a live engine that switches versions in place, each answer
 recording the version that gave it, a weight sync that fails in time when it cannot happen, and the loop
-on real desktops with the embedded model: versions published, lag bounded, a kill resumed."""
+on real desktops with a real model (the tiny stand-in, conftest's `tiny_model`: what is checked is the loop's,
+not what the model answers): versions published, lag bounded, a kill resumed."""
 
 from __future__ import annotations
 
@@ -21,16 +22,16 @@ from computerrl.bench.bench_async import other_version
 from computerrl.policy.engines import Generation, Sampling
 
 
-def test_a_live_engine_switched_to_a_new_version_answers_as_that_version_loaded_afresh(tmp_path):
+def test_a_live_engine_switched_to_a_new_version_answers_as_that_version_loaded_afresh(tmp_path, tiny_model):
     """The transformers engine takes the new weights in place and drops the system prompt's KV cache it
-    computed with the old ones: its answers are then those of an engine opened on the new checkpoint."""
-    from computerrl.policy.checkpoint import embedded_checkpoint
+    computed with the old ones: its answers are then those of an engine opened on the new checkpoint (the
+    tiny model's: the engine's bookkeeping is checked, not the embedded model's numbers)."""
     from computerrl.policy.engines import make_engine
     from computerrl.policy.prompt import BUDGETS, build_messages
 
-    other = other_version(tmp_path / "v1")
+    other = other_version(tmp_path / "v1", tiny_model)
     greedy = Sampling(0.0, 12)
-    live = make_engine("transformers", embedded_checkpoint(), greedy, dtype="float32")
+    live = make_engine("transformers", tiny_model, greedy, dtype="float32")
     chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["tiny"], live.count_tokens) for v in (1, 22)]
     before = live.generate(chats, seed=0)  # also caches the shared system prompt's keys and values
     live.load_weights(other)
@@ -179,13 +180,13 @@ def test_a_batch_whose_every_trajectory_failed_stops_the_run_with_the_first_erro
 
 
 @pytest.mark.desktop
-def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(desktops, tmp_path):
+def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(desktops, tmp_path, tiny_model):
     """Two desktops play while GRPO trains in a process of its own: the first trainer process fails and is
     run again; the run is killed once version 1 is out, and rerun, it publishes version 2 without training
     version 1 again. Every batch's rows were sampled by versions at most --max-lag behind the one trained."""
     import datasets
 
-    from computerrl.policy.checkpoint import embedded_checkpoint, policy_version, read_lineage
+    from computerrl.policy.checkpoint import policy_version, read_lineage
 
     flaky = tmp_path / "flaky.sh"  # the first trainer process dies, as one the machine killed
     flaky.write_text(f'[ -e "{tmp_path}/failed-once" ] || {{ touch "{tmp_path}/failed-once"; exit 3; }}\n'
@@ -194,7 +195,7 @@ def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(des
     command = [sys.executable, "-m", "computerrl.cli.main", "async-rl", "--tasks", str(root / "tasks"),
                "--envs", str(root / "envs"), "--samples", "2", "--groups", "1", "--updates", "2", "--max-lag", "1",
                "--max-steps", "2", "--max-new-tokens", "24", "--train-layers", "2", "--grpo-epochs", "1",
-               "--launcher", f"bash {flaky}", "--out", str(out)]
+               "--launcher", f"bash {flaky}", "--model", tiny_model, "--out", str(out)]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)
     deadline = time.monotonic() + 600
@@ -209,7 +210,7 @@ def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(des
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resuming: 1 of 2 versions published" in second.stdout
     assert (out / "policy-1" / "model.safetensors").stat().st_mtime_ns == weights  # not trained again
-    versions = [policy_version(embedded_checkpoint()), policy_version(out / "policy-1"), policy_version(out / "policy-2")]
+    versions = [policy_version(tiny_model), policy_version(out / "policy-1"), policy_version(out / "policy-2")]
     assert read_lineage(out / "policy-2")["parent"] == versions[1]
     for v in (1, 2):
         batch = datasets.load_from_disk(str(out / f"rollout-{v}"))

@@ -372,20 +372,21 @@ def test_a_real_model_builds_through_the_openai_engine(run_dir, llama_server):
     assert [(a["name"], a["reason"]) for a in again["apis"]] == [(a["name"], a["reason"]) for a in summary["apis"]]
 
 
-def test_the_default_engine_builds_with_the_embedded_model(run_dir):
-    """`computerrl build-apis` as it comes (the embedded model on the transformers engine) on one example
-    task, with a small answer budget: the build ends, and its transcript says what answered (it stopped at
-    the first answer: "Object of type LlamaForCausalLM is not JSON serializable")."""
+def test_the_default_engine_builds_with_a_local_model(run_dir, tiny_model):
+    """`computerrl build-apis` on its default engine (transformers; the embedded model by default, here the
+    tiny stand-in: what is checked is the engine's plumbing, the openai test above has the embedded model
+    build) on one example task, with a small answer budget: the build ends, and its transcript says what
+    answered (it stopped at the first answer: "Object of type LlamaForCausalLM is not JSON serializable")."""
+    assert (BuildApisConfig().engine, BuildApisConfig().model) == ("transformers", "embedded")
     cfg = BuildApisConfig(app="calc", tasks=run_dir / "tasks", envs=run_dir / "envs", out=run_dir / "default",
-                          sample_tasks=1, max_apis=1, rounds=1, max_new_tokens=48, timeout_s=20)
-    assert (cfg.engine, cfg.model) == ("transformers", "embedded")
+                          sample_tasks=1, max_apis=1, rounds=1, max_new_tokens=48, timeout_s=20, model=tiny_model)
     summary = run(cfg)
     assert json.loads((run_dir / "default" / "summary.json").read_text()) == summary
     rows = list(load(run_dir / "default" / "dataset"))
     assert len(rows) >= 1 and all(r["reason"] in REASONS for r in rows)
     lines = [json.loads(x) for x in (run_dir / "default" / "transcript.jsonl").read_text().splitlines()]
     assert lines[0]["step"] == "analyse" and lines[0]["answer"]
-    assert (lines[0]["engine"], lines[0]["model"], lines[0]["max_new_tokens"]) == ("transformers", "embedded", 48)
+    assert (lines[0]["engine"], lines[0]["model"], lines[0]["max_new_tokens"]) == ("transformers", tiny_model, 48)
 
 
 def test_a_transcript_line_a_kill_cut_short_is_dropped_and_a_changed_build_is_not_resumed(tmp_path):

@@ -110,10 +110,10 @@ BAD = {  # one value each stage's config refuses, and the option its message nam
     "spawn-envs": (["--count", "0"], "--count"),
     "rollout": (["--max-steps", "0"], "--max-steps"),
     "eval": (["--samples", "3"], "--samples"),
-    "grpo": (["--rollouts", "{tmp}", "--eps-low", "1"], "--eps-low"),
+    "grpo": (["--rollouts", "{steps}", "--eps-low", "1"], "--eps-low"),
     "async-rl": (["--max-lag", "-1"], "--max-lag"),
-    "filter-success": (["--rollouts", "{tmp}", "--k", "-2"], "--k"),
-    "sft": (["--data", "{tmp}", "--batch-rows", "0"], "--batch-rows"),
+    "filter-success": (["--rollouts", "{steps}", "--k", "-2"], "--k"),
+    "sft": (["--data", "{steps}", "--batch-rows", "0"], "--batch-rows"),
     "build-apis": (["--rounds", "0"], "--rounds"),
     "tasks build": (["--out", "{tmp}", "--train", "-1"], "--train"),
 }
@@ -121,14 +121,22 @@ BAD = {  # one value each stage's config refuses, and the option its message nam
 
 @pytest.mark.parametrize("name", CONFIGURED)
 def test_a_value_the_config_refuses_is_a_usage_error_naming_the_option(name, tmp_path):
+    import datasets
+
+    from computerrl.data.datasets_io import save_atomic
+    from computerrl.data.schemas import STEP_FEATURES
+
     args, option = BAD[name]
-    result = CliRunner(env={"COLUMNS": "1000"}).invoke(app, [*name.split(), *(a.format(tmp=tmp_path) for a in args)])
+    steps = save_atomic(datasets.Dataset.from_dict({c: [] for c in STEP_FEATURES}, features=STEP_FEATURES),
+                        tmp_path / "steps")  # a step dataset: the input is right, the value is not
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(app, [*name.split(),
+                                                             *(a.format(tmp=tmp_path, steps=steps) for a in args)])
     assert result.exit_code == 2 and "Invalid value" in result.output and option in result.output, result.output
 
 
 def test_an_unknown_name_is_a_usage_error_listing_the_known_ones_unquoted():
     result = CliRunner(env={"COLUMNS": "1000"}).invoke(app, ["rollout", "--budgets", "nope"])
-    assert result.exit_code == 2 and "Invalid value: unknown prompt budget 'nope'; known: paper, small, tiny" \
+    assert result.exit_code == 2 and "Invalid value: unknown prompt budget 'nope'; known: paper, quick, small, tiny" \
         in " ".join(result.output.split()), result.output
 
 

@@ -1,8 +1,8 @@
 """The docker backend on real Docker engines: two private `dockerd`s on this machine (own sockets, data
 roots and bridges) stand for two Docker hosts, and the slim desktop image is built by envs/fleet/docker_image.sh.
 
-A fleet of two containers spreads over both engines and serves a rollout and an eval of the embedded
-model; the sandbox holds inside a container; a container killed with `docker kill` is replaced and its
+A fleet of two containers spreads over both engines and serves a rollout and an eval (of the tiny stand-in
+model, conftest's `tiny_model`: the fleet is what is checked); the sandbox holds inside a container; a container killed with `docker kill` is replaced and its
 trajectory marked aborted; an engine stopped sends its desktops to the other; `spawn-envs --stop` leaves
 no container, network or volume behind. The engines' folders persist between runs (~/.cache), so a
 second run reuses the built image; CI starts from nothing (about 4 minutes of building).
@@ -88,9 +88,9 @@ def fleet(engines, tmp_path_factory):
     run(SpawnEnvsConfig(out=root / "envs", stop=True))
 
 
-def options(root: Path, out: Path, **extra) -> list[str]:
+def options(root: Path, out: Path, model: str, **extra) -> list[str]:
     args = {"tasks": root / "tasks", "envs": root / "envs", "samples": 1, "max-steps": 2, "max-new-tokens": 40,
-            "out": out, **extra}
+            "model": model, "out": out, **extra}
     return [x for k, v in args.items() for x in (f"--{k}", str(v))]
 
 
@@ -102,21 +102,21 @@ def containers(engine) -> list[str]:
     return docker(engine, "ps", "-aq", "--filter", "label=computerrl.role=env-server").stdout.split()
 
 
-def test_the_fleet_spreads_over_both_engines_and_serves_a_rollout_and_an_eval(engines, fleet):
+def test_the_fleet_spreads_over_both_engines_and_serves_a_rollout_and_an_eval(engines, fleet, tiny_model):
     a, b = engines
     handles, status = read_manifest(fleet / "envs")
     assert status == {"env-000": "healthy", "env-001": "healthy"}
     assert sorted(h.detail["docker_host"] for h in handles) == sorted([a.url, b.url])  # one on each host
     assert len(containers(a)) == len(containers(b)) == 1
 
-    done = computerrl("rollout", *options(fleet, fleet / "rollout"), timeout=600)
+    done = computerrl("rollout", *options(fleet, fleet / "rollout", tiny_model), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = load(fleet / "rollout")
     assert len({r["group_id"] for r in rows}) == 2 and all(r["error"] == "" for r in rows)
     assert all(json.loads(r["observation"])["focused_app"] == "calc" for r in rows)  # the task's .xlsx, opened
 
     done = computerrl("eval", "--tasks", str(fleet / "tasks"), "--envs", str(fleet / "envs"), "--max-steps", "1",
-                      "--max-new-tokens", "40", "--out", str(fleet / "eval"), timeout=600)
+                      "--max-new-tokens", "40", "--model", tiny_model, "--out", str(fleet / "eval"), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((fleet / "eval" / "summary.json").read_text())
     assert summary["overall"]["tasks"] == 2 and summary["overall"]["aborted"] == 0
@@ -162,10 +162,10 @@ def test_the_sandbox_holds_inside_a_container(engines, fleet):
     assert answers["uid"] == "1000" and answers["home_dir"] == "/home/user"
 
 
-def test_a_killed_container_is_replaced_and_its_trajectory_aborted(engines, fleet):
+def test_a_killed_container_is_replaced_and_its_trajectory_aborted(engines, fleet, tiny_model):
     out = fleet / "killed"
     journal = out.with_name(f".{out.name}.journal")
-    proc = subprocess.Popen([sys.executable, "-m", "computerrl.cli.main", "rollout", *options(fleet, out, samples=3)],
+    proc = subprocess.Popen([sys.executable, "-m", "computerrl.cli.main", "rollout", *options(fleet, out, tiny_model, samples=3)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert wait_until(lambda: list(journal.glob("item-*.json")), 300)  # a first trajectory is in
     handles, _ = read_manifest(fleet / "envs")

@@ -39,6 +39,16 @@ def test_the_prompt_has_computerrls_parts_and_the_focused_apps_api_only():
     assert "class WriterTools:" in writer and "class CalcTools:" not in writer
 
 
+def test_the_quick_budget_lists_only_its_functions_and_the_parser_still_takes_every_other():
+    from computerrl.apis.parser import Action, parse_action
+
+    system = build_messages("Make A1:B1 bold.", OBS, [], BUDGETS["quick"])[0]["content"]
+    listed = [line.split("(")[0].strip() for line in system.splitlines() if line.strip().startswith("def ")]
+    assert listed == ["def exit", "def format_range", "def freeze_panes", "def rename_sheet", "def save"]
+    assert len(system) < len(build_messages("Make A1:B1 bold.", OBS, [], BUDGETS["tiny"])[0]["content"]) / 2
+    assert isinstance(parse_action("```python\nCalcTools.set_cell_value('B2', 4)\n```"), Action)  # not listed, taken
+
+
 def test_token_budgets_cut_the_tree_by_whole_rows(engine):
     budgets = BUDGETS["small"]
     user = build_messages("t", OBS, [], budgets, engine.count_tokens)[-1]["content"]

@@ -170,7 +170,7 @@ def test_a_preset_is_a_file_a_user_copies_edits_and_passes_back_with_config(tmp_
     shown = CliRunner().invoke(app, ["entropulse", "--preset", "quick", "--config", str(tmp_path / "few.yaml"),
                                      "--set", "samples=3", "--show-config"])
     assert "rl_iterations: 3\n" in shown.output and "lr_rl: 1.0e-05\n" in shown.output
-    assert "samples: 3\n" in shown.output and "train_tasks: 4\n" in shown.output  # the quick preset's
+    assert "samples: 3\n" in shown.output and "train_tasks: 12\n" in shown.output  # the quick preset's
 
 
 @pytest.mark.parametrize("text, says", [("rl_iteration: 3", "unknown setting 'rl_iteration'"),
