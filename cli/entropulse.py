@@ -1,9 +1,9 @@
 """`computerrl entropulse`: the paper's training schedule (`stages/schedule.py`) from a preset.
 
 Presets (stages/presets/*.yaml): `demo` (CPU, the embedded model, ≤ 60 min on 2 cores), `quick` (the
-same schedule at the smallest size that still runs every phase; CI runs it) and `osworld` (the paper's
-recipe on GPUs: vLLM rollouts over a Docker fleet, accelerate/DeepSpeed training; the Justfile's
-`reproduce-osworld`). `--config FILE.yaml` changes any of the schedule's settings on top of the preset
+same schedule at the smallest size that shows BC learning, ~10 min on 2 cores; its test runs it) and
+`osworld` (the paper's recipe on GPUs: vLLM rollouts over a Docker fleet, accelerate/DeepSpeed training;
+the Justfile's `reproduce-osworld`). `--config FILE.yaml` changes any of the schedule's settings on top of the preset
 (`--show-config` prints them all, as such a file), `--set KEY=VALUE` one more; `--dry-run` prints the
 steps as the commands they amount to.
 
@@ -28,8 +28,9 @@ HELP = ("The Entropulse schedule end to end: BC on expert replays, RL phase 1 (r
 
 
 def command(
-    preset: Annotated[str, typer.Option(help="demo (≤ 60 min on a 2-core CPU), quick (the smallest run of every "
-                                             "phase; CI) or osworld (the paper's GPU recipe): stages/presets/.")] = "demo",
+    preset: Annotated[str, typer.Option(help="demo (≤ 60 min on a 2-core CPU), quick (the smallest run that shows "
+                                             "BC learning, ~10 min) or osworld (the paper's GPU recipe): "
+                                             "stages/presets/.")] = "demo",
     config: Annotated[Optional[Path], typer.Option(help="A YAML file of the schedule's settings (KEY: VALUE), "
                                                    "applied on top of the preset; --show-config writes one.")] = None,
     show_config: Annotated[bool, typer.Option("--show-config", help="Print every setting (preset, --config and "

@@ -220,13 +220,13 @@ def run(cfg: BuildApisConfig, console=None) -> dict:
         summary = json.loads(summary_path.read_text())
         console.print(table(summary))
         return summary
-    expect(cfg.tasks, "--tasks", TASKS, TASK_FILES)  # before a model or a desktop is started
-    expect(cfg.envs, "--envs", ENVS, MANIFEST)
     if cfg.overwrite:  # afresh, even over a journal of these settings
         for leftover in (summary_path, cfg.out / "transcript.jsonl"):
             leftover.unlink(missing_ok=True)
         shutil.rmtree(cfg.out / JOURNAL, ignore_errors=True)
     journal = Journal(cfg.out / JOURNAL, _settings(cfg))
+    expect(cfg.tasks, "--tasks", TASKS, TASK_FILES)  # before a model or a desktop is started
+    expect(cfg.envs, "--envs", ENVS, MANIFEST)
     llm = Llm(cfg, cfg.out / "transcript.jsonl")
     try:
         if not journal.has("analysis"):

@@ -26,8 +26,10 @@ def run_dir(tmp_path_factory):
 
 
 def options(root, out, **extra) -> list[str]:
+    """The rollouts' options: the quick demo's prompts (listing only a few functions: a forward pass of the
+    embedded model in float32 is what these tests wait for, and the prompt's length sets it)."""
     args = {"tasks": root / "tasks", "envs": root / "envs", "samples": 2, "max-steps": 2, "max-new-tokens": 40,
-            "temperature": 1.0, "out": out, **extra}
+            "temperature": 1.0, "budgets": "quick", "out": out, **extra}
     return [x for k, v in args.items() for x in (f"--{k}", str(v))]
 
 
@@ -128,7 +130,7 @@ def test_eval_prints_its_table_and_writes_results_steps_and_plots(run_dir, tiny_
     save_atomic(split, run_dir / "test-split")
     out = run_dir / "eval"
     args = ["eval", "--tasks", str(run_dir / "test-split"), "--envs", str(run_dir / "envs"), "--max-steps", "2",
-            "--max-new-tokens", "40", "--model", tiny_model, "--out", str(out)]
+            "--max-new-tokens", "40", "--budgets", "quick", "--model", tiny_model, "--out", str(out)]
     result = CliRunner(env={"COLUMNS": "160"}).invoke(app, args)
     assert result.exit_code == 0, result.output
     for text in ("calc", "seen tmpl.", "new tmpl.", "overall", "95% CI", "H tok"):

@@ -193,7 +193,7 @@ def test_tasks_check_exits_zero_when_everything_loads(tmp_path):
 
 def test_tasks_check_on_an_empty_folder_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path)])
-    assert result.exit_code != 0 and "no *.json files" in result.output
+    assert result.exit_code == 2 and "expected a folder of OSWorld task files, found an empty folder" in result.output
 
 
 def test_commands_run_as_written():

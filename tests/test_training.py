@@ -57,11 +57,11 @@ def test_filter_success_keeps_successful_unaborted_trajectories_at_most_k_per_ta
     assert len({tuple(load(tmp_path / f"s{seed}")["trajectory"]) for seed in range(6)}) > 1 and other
 
 
-def test_filter_success_names_what_a_wrong_dataset_lacks(tmp_path):
+def test_filter_success_names_what_a_wrong_dataset_is(tmp_path):
     from computerrl.stages.filter_success import FilterSuccessConfig, run
 
     save_atomic(datasets.Dataset.from_dict({"task_id": ["a"]}), tmp_path / "odd")
-    with pytest.raises(ValueError, match="lacks column.*group_id"):
+    with pytest.raises(ValueError, match="expected a step dataset, found a dataset with columns task_id"):
         run(FilterSuccessConfig(rollouts=[tmp_path / "odd"], out=tmp_path / "out"))
 
 

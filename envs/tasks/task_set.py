@@ -29,11 +29,11 @@ class TaskItem:
     skip: str = ""  # why it cannot be played here ("" = it can)
 
 
-def load_task_set(path: Path | str, limit: int = 0, option: str = "--tasks") -> list[TaskItem]:
-    """Every task under `path`, in a stable order; `limit` > 0 keeps the first ones. A folder that is
-    neither tasks kind is refused (WrongInput names what it is, and the splits to pass for a suite)."""
+def load_task_set(path: Path | str, limit: int = 0) -> list[TaskItem]:
+    """Every task under `path` (--tasks), in a stable order; `limit` > 0 keeps the first ones. A folder of
+    another kind is refused (WrongInput names what it is, and the splits to pass for a suite)."""
     path = Path(path)
-    if expect(path, option, TASKS, TASK_FILES) == TASKS:
+    if expect(path, "--tasks", TASKS, TASK_FILES) == TASKS:
         items = _from_dataset(path)
     else:
         items = [_from_file(f, path) for f in sorted(path.rglob("*.json"))]
