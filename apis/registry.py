@@ -295,7 +295,8 @@ class ApiRegistry:
         for api in app_names:
             lines = [f"    {fn.render(docs)}" for name, fn in self.functions(api).items()
                      if not only or f"{api}.{name}" in only]
-            blocks.append("\n".join([f"class {api}:", *lines]))
+            if lines:  # `only` may leave a class nothing to show
+                blocks.append("\n".join([f"class {api}:", *lines]))
         return "\n\n".join(blocks)
 
 

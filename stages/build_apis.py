@@ -224,9 +224,9 @@ def run(cfg: BuildApisConfig, console=None) -> dict:
         for leftover in (summary_path, cfg.out / "transcript.jsonl"):
             leftover.unlink(missing_ok=True)
         shutil.rmtree(cfg.out / JOURNAL, ignore_errors=True)
-    journal = Journal(cfg.out / JOURNAL, _settings(cfg))
-    expect(cfg.tasks, "--tasks", TASKS, TASK_FILES)  # before a model or a desktop is started
+    expect(cfg.tasks, "--tasks", TASKS, TASK_FILES)  # before its journal, a model or a desktop is started
     expect(cfg.envs, "--envs", ENVS, MANIFEST)
+    journal = Journal(cfg.out / JOURNAL, _settings(cfg))
     llm = Llm(cfg, cfg.out / "transcript.jsonl")
     try:
         if not journal.has("analysis"):

@@ -9,6 +9,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import datasets
 import pytest
 
 from conftest import act, desktop_of
@@ -17,6 +18,7 @@ from computerrl.apis import generated
 from computerrl.data.datasets_io import load, save_atomic
 from computerrl.data.schemas import TASK_FEATURES
 from computerrl.data.journal import Journal
+from computerrl.envs.fleet.manifest import write_manifest
 from computerrl.stages.build_apis import JOURNAL, REASONS, BuildApisConfig, ReplayError, _settings, run
 
 
@@ -399,7 +401,8 @@ def test_a_transcript_line_a_kill_cut_short_is_dropped_and_a_changed_build_is_no
     assert [json.loads(x) for x in transcript.read_text().splitlines()] == [{"step": "analyse"},
                                                                          {"step": "implement", "api": "negate"}]
     Journal(tmp_path / "out" / JOURNAL, {"app": "calc"})  # a build of calc, killed
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
+    tasks = save_atomic(datasets.Dataset.from_dict({c: [] for c in TASK_FEATURES}, features=TASK_FEATURES),
+                        tmp_path / "tasks")
+    write_manifest(tmp_path / "envs", [], {})
     with pytest.raises(ValueError, match="other settings .*app.*--overwrite"):
         run(BuildApisConfig(app="writer", tasks=tasks, envs=tmp_path / "envs", out=tmp_path / "out"))

@@ -31,7 +31,7 @@ OPTIONAL = ("pdfplumber", "imagehash", "borb", "borb.pdf", "easyocr", "PyPDF2", 
 def osworld():
     """OSWorld's metric functions by name, from .venv/osworld, loaded module by module (no package __init__)."""
     if not OSWORLD.exists():
-        pytest.skip("run `bash install.sh`: it installs OSWorld's desktop-env in .venv/osworld")
+        pytest.skip("run `bash install.sh --all`: it installs OSWorld's desktop-env in .venv/osworld")
     saved = {k: v for k, v in sys.modules.items() if k.startswith("desktop_env")}
     for k in saved:
         del sys.modules[k]  # another test's load may hold modules built on its stand-ins

