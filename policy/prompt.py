@@ -45,7 +45,7 @@ BUDGETS.add("small", Budgets(tree_tokens=400, app_info_tokens=120, result_tokens
 BUDGETS.add("tiny", Budgets(tree_tokens=120, app_info_tokens=80, result_tokens=40, history_turns=1,
                             history_answer_tokens=40, api_docs=False))  # the CPU demo: API tasks need little tree
 # The quick demo's (`entropulse --quick`): tiny's, listing only the functions its templates' reference
-# solutions call. The prompt is 2.5 times shorter (~650 tokens against ~1,600), and so is every forward pass
+# solutions call. Its prompts are 2.4 times shorter (~680 tokens against ~1,620), and so is every forward pass
 # of the 135M model in float32, which sets how long a CPU takes.
 BUDGETS.add("quick", dataclasses.replace(BUDGETS["tiny"], functions=(
     "Agent.exit", "CalcTools.format_range", "CalcTools.freeze_panes", "CalcTools.rename_sheet", "CalcTools.save")))
