@@ -43,6 +43,10 @@ finish() {  # NAME: wait for a background part; show its log if it failed (exit 
   elif [ "$rc" != 0 ]; then cat "$logs/$1.log" >&2; echo "install.sh: $1 failed" >&2; exit "$rc"; fi
 }
 
+stale() {  # STAMP: true when the install it marks is missing or older than pyproject.toml or constraints.txt
+  [ ! -f "$1" ] || [ pyproject.toml -nt "$1" ] || [ constraints.txt -nt "$1" ]
+}
+
 pip_install() {  # VENV ARGS...
   "$1/bin/python" -m pip install -q --disable-pip-version-check "${@:2}"
 }
@@ -80,8 +84,7 @@ vllm_venv() {
 # text models). No cache: pip would reuse a wheel it once built for this CPU, whatever CMAKE_ARGS say now.
 all_stamp=.venv/.computerrl-installed-all
 llama=0
-((all)) && { [ ! -f "$all_stamp" ] || [ pyproject.toml -nt "$all_stamp" ] || [ constraints.txt -nt "$all_stamp" ]; } \
-  && llama=1
+((all)) && stale "$all_stamp" && llama=1
 llama_wheel() {  # with a pip of its own: Debian's python3 may have none
   "$PY" -m venv "$logs/build"
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" "$logs/build/bin/python" -m pip wheel -q \
@@ -111,7 +114,7 @@ site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purel
 echo /usr/lib/python3/dist-packages > "$site/debian-dist-packages.pth"
 
 stamp=.venv/.computerrl-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+if stale "$stamp"; then
   # torch first, pinned to the CPU build this machine has a wheel of: a loose range would pull GBs of
   # CUDA packages. A torch already installed (a GPU machine's own build) is kept.
   # Every other package at the version constraints.txt pins (`just lock` refreshes it).
