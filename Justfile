@@ -165,7 +165,7 @@ compare-async run=(runs / "demo") tasks=(run / "tasks") out=(runs / "compare-asy
     {{venv}}/computerrl spawn-envs --count 4 --out {{out}}/envs --cache {{tasks}}/files --detach
     status=0; for loop in sync async; do [ -e {{out}}/$loop/summary.json ] || {{venv}}/computerrl async-rl \
         --model {{run}}/bc --tasks {{tasks}}/train --envs {{out}}/envs --out {{out}}/$loop --samples 4 --groups 6 \
-        --updates 2 --max-steps 4 --max-new-tokens 48 --budgets tiny --lr 5e-5 --grpo-epochs 2 --grpo-updates 4 --train-layers 8 \
+        --updates 2 --max-steps 4 --max-new-tokens 48 --budgets tiny --grpo lr=5e-5 --grpo epochs=2 --grpo updates_per_epoch=4 --grpo train_layers=8 \
         --seed 1 --$([ $loop = sync ] || echo no-)sync || status=$?; done; \
     for name in bc sync async; do model={{out}}/$name/policy-2; [ $name != bc ] || model={{run}}/bc; \
         [ $status != 0 ] || [ -e {{out}}/eval-$name/summary.json ] || {{venv}}/computerrl eval --model $model \

@@ -58,6 +58,37 @@ def default_of(field: dataclasses.Field) -> Any:
     return field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
 
 
+def coerce(key: str, value: Any, like: Any, where: str = "") -> Any:
+    """`value` (a command line's string, or as YAML read it: 1e-5 without a dot is a string there) as the type
+    of `like`, setting `key`'s default; ValueError, prefixed by `where`, when it is none."""
+    kind = type(like)
+    try:
+        if kind is bool and isinstance(value, str):
+            value = value.lower() in ("1", "true", "yes")
+        elif kind in (int, float) and isinstance(value, (str, int)) and not isinstance(value, bool):
+            value = kind(value)
+    except ValueError:
+        pass
+    if not isinstance(value, kind) or kind is int and isinstance(value, bool):
+        raise ValueError(f"{where}{key} takes a {kind.__name__}, not {value!r}")
+    return value
+
+
+def cli_args(options: dict) -> list[str]:
+    """A stage's options as its command line (lists repeat their option, booleans are flags)."""
+    args = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, list):
+            for v in value:
+                args += [flag, str(v)]
+        elif value is not None and value != "":  # "" is every stage's default where it is one
+            args += [flag, str(value)]
+    return args
+
+
 def require_datasets(paths: list[Path], flag: str, *kinds: str) -> None:
     """A stage's config refuses input datasets that are not there, or not of these kinds (data.folders),
     naming the option, the path and what it is."""

@@ -9,6 +9,17 @@ succeeded and its action was valid). With R the rewards of all steps of the grou
     k3   = exp(log πref − log πθ) − (log πref − log πθ) − 1
     loss = token-mean of L over every response token of the batch
 
+An anchor (`Clip.anchor`) holds what the policy already solves while the groups with signal move it:
+rows of groups without spread (all wins, all losses) then enter the update too, with A = 0, and every
+token of an anchored row adds
+
+    nll: −w·log πθ                       on the plays that earned a reward (all-win groups included)
+    kl:  w·½(log πθ − log πref)²         on every played row (k2: its gradient is the reverse KL's,
+                                         where k3 as a loss is biased once πθ moves from the sampler)
+
+The surrogate keeps its own token-mean, over the rows with signal, so an anchor adds a term without
+shrinking the policy-gradient step (TRL's flat rows, with A = 0, count in its denominator and do).
+
 w is 1 when the trainer itself sampled the rows. When another engine did (vLLM, a server), its
 numbers differ from the trainer's by kernels and precision, so πold is recomputed by the trainer
 and w = min(πold_trainer / π_behaviour, cap) corrects for the mismatch (truncated importance
@@ -45,20 +56,31 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[str], eps: float
     return advantages, skipped
 
 
+ANCHORS = ("", "nll", "kl")
+
+
 @dataclasses.dataclass(frozen=True)
 class Clip:
     low: float = 0.2  # ε_low: ρ below 1 − ε_low stops pushing a negative-advantage token down
     high: float = 0.28  # ε_high (clip-higher, DAPO): more room for raising unlikely tokens
     beta: float = 0.0  # KL weight; 0 = no reference model at all
     tis_cap: float = 2.0  # cap of the truncated importance weight for rows of another engine
+    anchor: str = ""  # "", "nll" or "kl": the term that holds solved answers (module docstring)
+    anchor_weight: float = 0.0  # w
+
+    def __post_init__(self):
+        if self.anchor not in ANCHORS:
+            raise ValueError(f"anchor {self.anchor!r}: expected one of {', '.join(map(repr, ANCHORS))}")
 
 
-def token_losses(logp, old_logp, advantages, clip: Clip, *, ref_logp=None, is_weight=None):
+
+def token_losses(logp, old_logp, advantages, clip: Clip, *, ref_logp=None, is_weight=None, scale=None, anchored=None):
     """Per-token GRPO loss and the per-token quantities logged beside it.
 
     All arguments are 1-D tensors over the same response tokens (`advantages` repeated per token
-    of its step); `ref_logp` is needed when clip.beta > 0; `is_weight` is w above (None = 1).
-    Returns (loss per token, {"ratio", "clipped_low", "clipped_high", "kl"} per token, detached)."""
+    of its step); `ref_logp` is needed when clip.beta > 0 or the anchor is "kl"; `is_weight` is w above
+    (None = 1); `scale` multiplies the surrogate (None = 1); `anchored` is 1 on the tokens the anchor holds.
+    Returns (loss per token, {"ratio", "clipped_low", "clipped_high", "kl", "anchor"} per token, detached)."""
     import torch
 
     ratio = torch.exp(logp - old_logp)
@@ -67,14 +89,20 @@ def token_losses(logp, old_logp, advantages, clip: Clip, *, ref_logp=None, is_we
     loss = -torch.minimum(surrogate, clipped)
     if is_weight is not None:
         loss = loss * is_weight
+    if scale is not None:
+        loss = loss * scale
     kl = torch.zeros_like(logp)
     if clip.beta:
         # k3: unbiased, always ≥ 0, low variance (Schulman's "approximating KL divergence").
         delta = ref_logp - logp
         kl = torch.exp(delta) - delta - 1
         loss = loss + clip.beta * kl
+    anchor = torch.zeros_like(logp)
+    if clip.anchor and anchored is not None:
+        anchor = anchored * (-logp if clip.anchor == "nll" else 0.5 * (logp - ref_logp) ** 2)
+        loss = loss + clip.anchor_weight * anchor
     # Where the clip is active, the gradient is zero: count those tokens on each side.
-    stats = {"ratio": ratio.detach(), "kl": kl.detach(),
+    stats = {"ratio": ratio.detach(), "kl": kl.detach(), "anchor": anchor.detach(),
              "clipped_low": ((ratio < 1 - clip.low) & (advantages < 0)).detach(),
              "clipped_high": ((ratio > 1 + clip.high) & (advantages > 0)).detach()}
     return loss, stats
@@ -88,11 +116,12 @@ def truncated_is_weight(trainer_old_logp, behavior_logp, cap: float):
 
 
 def rows_loss(model, prompts, answers, advantages, old, clip: Clip, *, temperature: float = 1.0, pad_id: int = 0,
-              ref=None, weight=None):
+              ref=None, weight=None, scale=None, anchored=None):
     """(sum of the per-token losses, summed logs) of some steps: the stage's loss on one micro-batch.
 
     `prompts`/`answers`: token ids per step; `advantages`: one float per step; `old`, `ref`,
-    `weight`: one 1-D tensor per step (ref/weight lists may be None, an entry of weight None = 1).
+    `weight`: one 1-D tensor per step (ref/weight lists may be None, an entry of weight None = 1);
+    `scale`, `anchored`: one float per step (None = 1 and none), as `token_losses` takes them per token.
     The caller divides by the response tokens of the whole optimizer step (token-mean)."""
     import torch
 
@@ -101,14 +130,20 @@ def rows_loss(model, prompts, answers, advantages, old, clip: Clip, *, temperatu
     logp, entropy = response_logprobs(model, prompts, answers, temperature, pad_id=pad_id, with_entropy=True)
     logp = torch.cat(logp)
     like = {"device": logp.device, "dtype": logp.dtype}
-    adv = torch.cat([torch.full((len(a),), float(x), **like) for a, x in zip(answers, advantages)])
     w = None
     if weight is not None:
         w = torch.cat([x.to(**like) if x is not None else torch.ones(len(a), **like) for a, x in zip(answers, weight)])
-    loss, stats = token_losses(logp, torch.cat(list(old)).to(**like), adv, clip,
-                               ref_logp=torch.cat(list(ref)).to(**like) if ref is not None else None, is_weight=w)
+
+    def per_token(values):
+        return None if values is None else torch.cat([torch.full((len(a),), float(x), **like)
+                                                      for a, x in zip(answers, values)])
+
+    loss, stats = token_losses(logp, torch.cat(list(old)).to(**like), per_token(advantages), clip,
+                               ref_logp=torch.cat(list(ref)).to(**like) if ref is not None else None, is_weight=w,
+                               scale=per_token(scale), anchored=per_token(anchored))
     total = loss.sum()
     return total, {"loss": total.item(), "entropy": torch.cat(entropy).sum().item(), "kl": stats["kl"].sum().item(),
+                   "anchor": stats["anchor"].sum().item(),
                    "ratio": stats["ratio"].sum().item(), "clip_low": stats["clipped_low"].sum().item(),
                    "clip_high": stats["clipped_high"].sum().item()}
 

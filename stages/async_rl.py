@@ -71,17 +71,17 @@ class AsyncRLConfig(PlayConfig):
     launcher: str = setting("", "The trainer's command up to `-m computerrl.cli.main grpo …` ('' = this Python; "
                                 "e.g. 'accelerate launch --config_file configs/accelerate/ddp.yaml', or "
                                 ".venv/bin/python beside .venv-vllm's engine).")
-    lr: float = setting(5e-5, "GRPO's learning rate.")
-    grpo_epochs: int = setting(2, "GRPO's passes over each batch.")
-    grpo_updates: int = setting(1, "GRPO's optimizer steps per pass (the batch's rows split evenly).")
-    beta: float = setting(0.0, "GRPO's KL weight (the starting --model is the reference).")
-    train_layers: int = setting(0, "Top decoder layers GRPO trains (0 = all).")
-    dtype: str = setting("float32", "Training dtype.")
+    grpo: list[str] = setting([], "A setting of each update, KEY=VALUE by `computerrl grpo`'s option names (repeat): "
+                                  "e.g. lr=5e-5, epochs=2, updates_per_epoch=4, train_layers=8, anchor=nll. The "
+                                  "starting --model is the KL reference.")
     sync_timeout: float = setting(600.0, "Seconds a weight sync may take before the run fails, saying so.")
     retries: int = setting(2, "Times a failed trainer process is run again (it resumes from its state).")
 
     def __post_init__(self):
         super().__post_init__()
+        from computerrl.stages.grpo import update_settings
+
+        update_settings(self.grpo, "--grpo ")  # said now, not at the first update
         if self.groups < 1 or self.updates < 1 or self.max_lag < 0 or self.retries < 0:
             raise ValueError("--groups and --updates must be at least 1, --max-lag and --retries at least 0")
         if self.engine == "openai":
@@ -362,13 +362,14 @@ def grpo_process(cfg: AsyncRLConfig, console) -> Train:
     def train(version: int, batch: Path, checkpoint: str) -> tuple[str, str]:
         from computerrl.policy.checkpoint import policy_version
 
+        from computerrl.stages.grpo import update_settings
+        from computerrl.data.config import cli_args
+
         out = cfg.out / f"policy-{version}"
         command = (shlex.split(cfg.launcher) if cfg.launcher else [sys.executable]) + [
             "-m", "computerrl.cli.main", "grpo", "--rollouts", str(batch), "--model", checkpoint, "--out", str(out),
-            "--lr", str(cfg.lr), "--epochs", str(cfg.grpo_epochs),
-            "--updates-per-epoch", str(cfg.grpo_updates), "--beta", str(cfg.beta), "--ref", cfg.model,
-            "--train-layers", str(cfg.train_layers), "--dtype", cfg.dtype, "--temperature", str(cfg.temperature or 1.0),
-            "--seed", str(cfg.seed + version)]
+            "--ref", cfg.model, "--temperature", str(cfg.temperature or 1.0), "--seed", str(cfg.seed + version),
+            *cli_args(update_settings(cfg.grpo, "--grpo "))]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"`{shlex.join(command)}` exited with {done.returncode}:\n{done.stderr[-2000:]}")

@@ -8,6 +8,10 @@ moved since), under a uniform prior, so a template never played weighs as much a
 flat one keeps a small weight (the policy may yet change there). Tasks are then drawn one at a time:
 a template by these weights, then one of its tasks not drawn yet.
 
+`stratified` draws the templates in turns instead (each once per round, in a random order), so an update
+holds groups of every template it can, not the two or three a small uniform draw happens to pick: what
+GRPO holds still, it holds only where it sees plays.
+
 `gain` weighs each template further by 1 - p, the share of its plays still lost. A mixed group on a
 template the policy nearly always wins mends slips of sampling that its greedy answer never makes; one
 on a template it mostly loses can turn that answer. Under `signal` alone the first kind is drawn most
@@ -85,6 +89,32 @@ def weighted_draw(pool: Path, out: Path, n: int, seed: int, history: list[list[P
     drawn = Counter(templates[index] for index in chosen)
     write_atomic(weights_file(out), json.dumps({"estimates": estimates, "weights": weights, "drawn": drawn},
                                                indent=1))
+    return out
+
+
+def stratified_draw(pool: Path, out: Path, n: int, seed: int, exclude: set[str] = frozenset()) -> Path | None:
+    """n tasks of the task dataset `pool` (none of `exclude`), the templates taking turns: every round draws one
+    task of each template that has one left, the templates in a new random order each round. Saved at `out`
+    as a task dataset; None when no task is left. Drawn again only when `out` is not there yet."""
+    from computerrl.data.datasets_io import load, save_atomic
+
+    if out.exists():
+        return out
+    ds = load(pool)
+    rng, left = random.Random(seed), defaultdict(list)
+    for index, (task, template) in enumerate(zip(ds["task_id"], ds["template"])):
+        if task not in exclude:
+            left[template].append(index)
+    chosen = []
+    while len(chosen) < n and left:
+        for template in rng.sample(sorted(left), len(left)):
+            if len(chosen) < n:
+                chosen.append(left[template].pop(rng.randrange(len(left[template]))))
+            if not left[template]:
+                del left[template]
+    if not chosen:
+        return None
+    save_atomic(ds.select(chosen), out)
     return out
 
 

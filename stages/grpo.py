@@ -4,8 +4,10 @@ The loss is DESIGN.md's, written out in `policy/grpo_loss.py`. How this stage de
 textbook (trajectory-level) GRPO:
 1. Every step is a sample: its reward is its trajectory's outcome gated by its own action's
    validity, normalised over all steps of the task's G trajectories (the ComputerRL form).
-2. Groups whose steps all earned the same reward are skipped (A = 0 everywhere), and counted;
-   aborted trajectories (a desktop was lost) are left out entirely: they say nothing of the policy.
+2. Groups whose steps all earned the same reward are skipped (A = 0 everywhere), and counted —
+   unless an `--anchor` holds them: then their rows enter with A = 0 and only the anchor acts on them
+   (`policy/grpo_loss.py`). Aborted trajectories (a desktop was lost) are left out entirely: they say
+   nothing of the policy.
 3. πold is the sampler's own log-probabilities when the trainer's engine sampled the rows in
    float32. Rows of another engine or precision (`transformers:bfloat16`, `llamacpp:f16`, vLLM, a
    server) or by an older policy version than --model (`async-rl`'s, a lag behind) get πold
@@ -17,7 +19,7 @@ textbook (trajectory-level) GRPO:
 Reads:  --rollouts, one or more step datasets (schemas.STEP_FEATURES); --model, the policy that
         sampled them (normally); --ref, the KL reference (when --beta > 0).
 Writes: --out, the updated checkpoint (full, or a LoRA adapter that rollout loads) with
-        lineage.json, summary.json and OUT/metrics: per optimizer step loss, entropy, kl,
+        lineage.json, summary.json and OUT/metrics: per optimizer step loss, entropy, kl, anchor,
         clip_low, clip_high, ratio, grad_norm, lr, tokens, and the batch's mean_reward,
         skipped_groups, groups, distinct_actions (mean distinct actions per group), stale_rows (sampled
         by an older version), is_weight_mean and is_clip_fraction (the truncated importance weights).
@@ -57,6 +59,11 @@ class GRPOConfig(TrainConfig):
     temperature: float = setting(0.0, "The rows' sampling temperature (0 = from the rollouts' lineage).")
     tis: bool = setting(True, "Truncated importance sampling for rows another engine sampled (vLLM, a server).")
     tis_cap: float = setting(2.0, "Cap of the truncated importance weight.")
+    anchor: str = setting("", "Hold what the policy solves while it learns: '' (off), 'nll' (a likelihood term on "
+                              "every play that earned a reward, all-win groups included) or 'kl' (k2 KL to --ref on "
+                              "every played row). Groups without spread then enter the update, with A = 0.")
+    anchor_weight: float = setting(0.1, "Weight of the --anchor term (per token, beside the clipped surrogate's "
+                                        "token-mean over the rows with signal).")
     lr: float = 1e-5
 
     def __post_init__(self):
@@ -65,10 +72,48 @@ class GRPOConfig(TrainConfig):
         if not self.rollouts:
             raise ValueError("give at least one step dataset with --rollouts")
         require_datasets(self.rollouts, "--rollouts", STEPS)
-        if self.epochs < 1 or self.updates_per_epoch < 1:
-            raise ValueError("--epochs and --updates-per-epoch must be at least 1")
-        if not (0 <= self.eps_low < 1 and self.eps_high >= 0 and self.beta >= 0 and self.tis_cap >= 1):
-            raise ValueError("need 0 <= --eps-low < 1, --eps-high >= 0, --beta >= 0, --tis-cap >= 1")
+        check_update(self)
+
+
+def check_update(c) -> None:
+    """The update's own settings make sense together (`c`: a GRPOConfig, or any object with its fields)."""
+    from computerrl.policy.grpo_loss import ANCHORS
+
+    if c.epochs < 1 or c.updates_per_epoch < 1:
+        raise ValueError("--epochs and --updates-per-epoch must be at least 1")
+    if not (0 <= c.eps_low < 1 and c.eps_high >= 0 and c.beta >= 0 and c.tis_cap >= 1):
+        raise ValueError("need 0 <= --eps-low < 1, --eps-high >= 0, --beta >= 0, --tis-cap >= 1")
+    if c.anchor not in ANCHORS or c.anchor_weight < 0:
+        raise ValueError(f"--anchor {c.anchor!r}: expected '', 'nll' or 'kl', with --anchor-weight >= 0")
+
+
+# What a loop of updates (the schedule, async-rl) sets for each update itself; every other GRPOConfig field is
+# one of the GRPO settings a loop passes through by name (`update_settings`), declared here alone.
+SET_BY_THE_LOOP = ("rollouts", "model", "out", "ref", "seed", "overwrite", "temperature")
+
+
+def update_settings(given: dict | list[str], where: str) -> dict:
+    """GRPO settings by their names here (`{"lr": 1e-5}` from a settings file, or `["lr=1e-5"]` from a command
+    line), each read as GRPOConfig's field type and checked as `grpo` checks them; ValueError, prefixed by
+    `where`, names a wrong one."""
+    import types
+
+    from computerrl.data.config import coerce, default_of
+
+    fields = {f.name: default_of(f) for f in dataclasses.fields(GRPOConfig) if f.name not in SET_BY_THE_LOOP}
+    if isinstance(given, list):
+        pairs = [item.partition("=") for item in given]
+        if bad := next((f"{k}{eq}{v}" for k, eq, v in pairs if not eq), None):
+            raise ValueError(f"{where}{bad!r}: expected KEY=VALUE")
+        given = {k: v for k, _, v in pairs}
+    if unknown := sorted(set(given) - set(fields)):
+        raise ValueError(f"{where}unknown GRPO setting {unknown[0]!r}; known: {', '.join(sorted(fields))}")
+    settings = {key: coerce(key, value, fields[key], where) for key, value in given.items()}
+    try:
+        check_update(types.SimpleNamespace(**(fields | settings)))
+    except ValueError as e:
+        raise ValueError(f"{where}{e}") from None
+    return settings
 
 
 def load_rows(paths: list[Path]) -> list[dict]:
@@ -106,6 +151,11 @@ def batch_figures(rows: list[dict], skipped: set[str]) -> dict:
             "action_functions": len({action_function(r) for r in rows})}
 
 
+def anchored(row: dict, anchor: str) -> bool:
+    """Whether the anchor holds this row: every played row for "kl", the rewarded ones for "nll"."""
+    return anchor == "kl" or anchor == "nll" and row["reward"] > 0
+
+
 def run(cfg: GRPOConfig, console=None) -> dict:
     import torch
     from rich.console import Console
@@ -125,7 +175,9 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     if not played:
         raise ValueError(f"no trajectory in {', '.join(map(str, cfg.rollouts))} was played to its end")
     advantages, skipped = group_advantages([r["reward"] for r in played], [r["group_id"] for r in played])
-    rows = [dict(r, advantage=a) for r, a in zip(played, advantages) if r["group_id"] not in skipped]
+    rows = [dict(r, advantage=a, signal=r["group_id"] not in skipped, anchored=anchored(r, cfg.anchor))
+            for r, a in zip(played, advantages)]
+    rows = [r for r in rows if r["signal"] or r["anchored"]]  # with an anchor, flat groups' rows it holds stay
     untrainable = [r for r in rows if not r["response_ids"] or not r["prompt_ids"]]
     rows = [r for r in rows if r["response_ids"] and r["prompt_ids"]]
     version = policy_version(resolve(cfg.model))
@@ -134,10 +186,12 @@ def run(cfg: GRPOConfig, console=None) -> dict:
                    stale_rows=sum(r["policy_version"] != version for r in played), is_weight_mean=math.nan,
                    is_clip_fraction=math.nan)
     temperature = cfg.temperature or sampling_temperature(cfg.rollouts)
-    clip = Clip(cfg.eps_low, cfg.eps_high, cfg.beta, cfg.tis_cap)
+    clip = Clip(cfg.eps_low, cfg.eps_high, cfg.beta, cfg.tis_cap, cfg.anchor, cfg.anchor_weight)
+    reference = cfg.beta or cfg.anchor == "kl"
     trainer = Trainer(cfg, console)
     console.print(f"grpo: {len(played)} steps of {figures['groups']} groups, mean reward {figures['mean_reward']:.3f}; "
-                  f"{len(skipped)} groups without spread skipped; {len(rows)} steps to train on"
+                  f"{len(skipped)} groups without spread" + (" (anchored)" if cfg.anchor else " skipped") +
+                  f"; {len(rows)} steps to train on"
                   + (f"; {len(untrainable)} rows without token ids (a server that gave none) left out" if untrainable else ""))
     if rows:
         prompts = screen_prompts(trainer.processor, rows, all_rows) if trainer.processor else [r["prompt_ids"] for r in rows]
@@ -146,19 +200,21 @@ def run(cfg: GRPOConfig, console=None) -> dict:
         if "old" not in fixed:
             fixed.update(fixed_logprobs(trainer, rows, temperature, micro_batch_tokens=cfg.micro_batch_tokens,
                                         tis_cap=cfg.tis_cap if cfg.tis else None,
-                                        ref=(cfg.ref or cfg.model) if cfg.beta else None, dtype=cfg.dtype,
+                                        ref=(cfg.ref or cfg.model) if reference else None, dtype=cfg.dtype,
                                         prompts=prompts, version=version))
             trainer.save_state()
         figures.update(weight_figures(fixed["weight"], cfg.tis_cap))
         old = [torch.tensor(x) for x in fixed["old"]]
         weight = [torch.tensor(x) if x is not None else None for x in fixed["weight"]]
-        ref = [torch.tensor(x) for x in fixed["ref"]] if cfg.beta else None
+        ref = [torch.tensor(x) for x in fixed["ref"]] if reference else None
+        surrogate_scale = 1.0  # the step's tokens / its rows-with-signal's: the surrogate's own token-mean
 
         def loss_fn(batch: list[int]):
             return rows_loss(trainer.model, [prompts[i] for i in batch], [answers[i] for i in batch],
                              [rows[i]["advantage"] for i in batch], [old[i] for i in batch], clip,
                              temperature=temperature, pad_id=trainer.pad_id, ref=[ref[i] for i in batch] if ref else None,
-                             weight=[weight[i] for i in batch])
+                             weight=[weight[i] for i in batch], scale=[surrogate_scale] * len(batch),
+                             anchored=[float(rows[i]["anchored"]) for i in batch])
 
         per_epoch = min(cfg.updates_per_epoch, len(rows))
         with progress(console, f"grpo {cfg.out.name}", cfg.epochs * per_epoch, trainer.updates) as advance:
@@ -172,15 +228,17 @@ def run(cfg: GRPOConfig, console=None) -> dict:
                     part = [[mine[j] for j in m] for m in micro_batches(
                         [prompts[i] for i in mine], [len(prompts[i]) + len(answers[i]) for i in mine],
                         cfg.micro_batch_tokens, cfg.seed + epoch)]
-                    logs = trainer.step(part, sum(len(answers[i]) for i in mine), loss_fn)
+                    tokens = sum(len(answers[i]) for i in mine)
+                    surrogate_scale = tokens / max(1, sum(len(answers[i]) for i in mine if rows[i]["signal"]))
+                    logs = trainer.step(part, tokens, loss_fn)
                     logs.update(figures, epoch=epoch)
                     trainer.record(logs)
                     advance(f"loss {logs['loss']:+.4f} entropy {logs['entropy']:.2f} clip "
                             f"{logs['clip_low']:.2f}/{logs['clip_high']:.2f}")
     else:
         console.print("[yellow]no step carries a learning signal: the checkpoint is written unchanged[/]")
-        trainer.record(dict(figures, loss=0.0, entropy=float("nan"), kl=0.0, ratio=1.0, clip_low=0.0, clip_high=0.0,
-                            grad_norm=0.0, lr=cfg.lr, tokens=0, epoch=0))
+        trainer.record(dict(figures, loss=0.0, entropy=float("nan"), kl=0.0, anchor=0.0, ratio=1.0, clip_low=0.0,
+                            clip_high=0.0, grad_norm=0.0, lr=cfg.lr, tokens=0, epoch=0))
     summary = dict(figures, updates=trainer.updates, temperature=temperature,
                    last={k: v for k, v in trainer.state["log"][-1].items() if k not in figures})
     card = lineage("grpo", cfg, {"rollouts": [str(p) for p in cfg.rollouts], "model": cfg.model, "ref": cfg.ref})

@@ -29,6 +29,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from computerrl.data.config import cli_args
+
 # The CPU demo's suite: six trained templates and two held out of train. Each held-out one asks for a
 # function seen in training, used in a way no train task shows (chosen before any run on them):
 # clear_cell is set_cell_value (column_stat's) with None on a cell the instruction names; font_color
@@ -38,6 +40,10 @@ CALC = ("calc_column_stat,calc_rename_sheet,calc_add_sheet,calc_bold_header,calc
         "calc_clear_cell,calc_font_color")
 CALC_HELD_OUT = "calc_clear_cell,calc_font_color"
 PHASES = ("base", "bc", "rl1", "entropulse", "rl2")  # the phases evaluated, in order
+# The demo's RL updates where they differ from grpo's defaults: 4 optimizer steps a pass over the batch (the
+# rows split evenly; chosen on valid), at 5e-5.
+DEMO_GRPO = {"lr": 5e-5, "updates_per_epoch": 4}
+RL_DRAWS = ("uniform", "stratified", "signal", "gain")
 
 
 @dataclasses.dataclass
@@ -77,18 +83,16 @@ class Schedule:
     rl_split: int = 0  # > 0: RL plays tasks of a split of this many (SUITE/rl), fresh instances of train's
     # templates that BC never imitated; 0: RL plays train's, on which BC ends near-perfect
     dynamic_sampling: int = 0  # DAPO: up to N more draws of rl_tasks tasks while fewer than rl_tasks groups have signal
-    rl_draw: str = "uniform"  # uniform: rl_tasks drawn at random; signal: towards templates whose groups can teach
+    rl_draw: str = "uniform"  # uniform: rl_tasks drawn at random; stratified: the templates in turns (every template
+    # in each update, as far as rl_tasks allows); signal: towards templates whose groups can teach
     # (stages/curriculum.py: each template weighted by its chance of a group neither all wins nor all losses,
     # from this run's earlier plays); gain: that, times the share of its plays still lost
     rl_loop: str = "sync"  # sync: N × (rollout → grpo); async: `async-rl`, rl_tasks groups an update, desktops never idle
     max_lag: int = 1  # the async loop's bound on the versions a trained group may lag behind
     samples: int = 4  # G
-    grpo_epochs: int = 2
-    grpo_updates: int = 4  # optimizer steps per pass over an iteration's batch (rows split evenly; 4: chosen on valid)
-    lr_rl: float = 5e-5
-    beta: float = 0.0  # KL weight in RL (each phase's start is its reference)
-    eps_low: float = 0.2
-    eps_high: float = 0.28  # clip-higher
+    # every RL update's settings, by `computerrl grpo`'s names (declared there, with their help); each phase's
+    # start is its KL reference. `--set grpo.lr=1e-5` changes one, a file's `grpo:` mapping some.
+    grpo: dict = dataclasses.field(default_factory=lambda: dict(DEMO_GRPO))
     k: int = 4  # successful trajectories per task kept for Entropulse
     entropulse_epochs: int = 2
     lr_entropulse: float = 1e-5  # the demo's: the best pass@4 on valid of 5e-5, 1e-5, hotter plays, expert rows
@@ -99,10 +103,13 @@ class Schedule:
     def __post_init__(self):
         if self.rl_loop not in ("sync", "async"):
             raise ValueError(f"rl_loop={self.rl_loop!r}: expected sync or async")
-        if self.rl_draw not in ("uniform", "signal", "gain"):
-            raise ValueError(f"rl_draw={self.rl_draw!r}: expected uniform, signal or gain")
+        if self.rl_draw not in RL_DRAWS:
+            raise ValueError(f"rl_draw={self.rl_draw!r}: expected one of {', '.join(RL_DRAWS)}")
         if self.rl_draw != "uniform" and self.rl_loop == "async":
             raise ValueError(f"rl_draw={self.rl_draw}: with rl_loop=sync only (async-rl draws its own tasks)")
+        from computerrl.stages.grpo import update_settings
+
+        self.grpo = update_settings(self.grpo, "grpo: ")
         if self.stop_after not in ("", *PHASES) or (self.stop_after == "base" and not self.eval_base):
             raise ValueError(f"stop_after={self.stop_after!r}: expected one of {', '.join(PHASES[1:])} "
                              "(or base, with eval_base)")
@@ -134,14 +141,20 @@ def load_config(path: Path) -> dict[str, Any]:
         if key not in FIELDS:
             raise ValueError(f"{path}: unknown setting {key!r}; known: {', '.join(FIELDS)}")
         data[key] = typed(key, value, f"{path}: ")
-    return (load_config(PRESETS / f"{base}.yaml") if base else {}) | data
+    return merged(load_config(PRESETS / f"{base}.yaml") if base else {}, data)
+
+
+def merged(settings: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """`settings` changed by `more`; their `grpo` mappings merge (a file sets the GRPO settings it names)."""
+    return settings | more | {"grpo": settings.get("grpo", {}) | more.get("grpo", {})}
 
 
 def schedule(preset: str = "demo", config: Path | None = None, assignments: list[str] = ()) -> Schedule:
     """The preset's settings, then the config file's, then the KEY=VALUE assignments'."""
     if preset not in preset_names():
         raise ValueError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
-    settings = load_config(PRESETS / f"{preset}.yaml") | (load_config(config) if config else {})
+    settings = merged({"grpo": DEMO_GRPO}, load_config(PRESETS / f"{preset}.yaml"))
+    settings = merged(settings, load_config(config) if config else {})
     return override(Schedule(**settings), list(assignments))
 
 
@@ -153,12 +166,17 @@ def show_config(s: Schedule) -> str:
 
 
 def override(s: Schedule, assignments: list[str]) -> Schedule:
-    """`s` with KEY=VALUE assignments applied (each value read as its field's type)."""
-    changes: dict[str, Any] = {}
+    """`s` with KEY=VALUE assignments applied (each value read as its field's type; grpo.KEY=VALUE sets one
+    of the RL updates' settings)."""
+    changes: dict[str, Any] = {"grpo": dict(s.grpo)}
     for item in assignments:
         key, eq, value = item.partition("=")
-        if not eq or key not in FIELDS:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(FIELDS)}")
+        if eq and key.startswith("grpo."):
+            changes["grpo"][key.removeprefix("grpo.")] = value  # typed by Schedule's check
+            continue
+        if not eq or key not in FIELDS or key == "grpo":
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(FIELDS)} "
+                             "(grpo.KEY for an RL update's setting)")
         changes[key] = typed(key, value, f"--set {item!r}: ")
     return dataclasses.replace(s, **changes)
 
@@ -166,17 +184,14 @@ def override(s: Schedule, assignments: list[str]) -> Schedule:
 def typed(key: str, value: Any, where: str) -> Any:
     """`value` (a --set string, or as YAML read it: 1e-5 without a dot is a string there) as the type of
     Schedule's field `key`; ValueError, prefixed by `where`, when it is none."""
-    kind = type(getattr(Schedule(), key))
-    try:
-        if kind is bool and isinstance(value, str):
-            value = value.lower() in ("1", "true", "yes")
-        elif kind in (int, float) and isinstance(value, (str, int)) and not isinstance(value, bool):
-            value = kind(value)
-    except ValueError:
-        pass
-    if not isinstance(value, kind) or kind is int and isinstance(value, bool):
-        raise ValueError(f"{where}{key} takes a {kind.__name__}, not {value!r}")
-    return value
+    from computerrl.data.config import coerce
+    from computerrl.stages.grpo import update_settings
+
+    if key == "grpo":
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}grpo takes a mapping of `computerrl grpo`'s settings, not {value!r}")
+        return update_settings(value, f"{where}grpo: ")
+    return coerce(key, value, getattr(Schedule(), key), where)
 
 
 class Steps:
@@ -215,19 +230,6 @@ def stages() -> dict[str, tuple[type, Any]]:
             "filter-success": (filter_success.FilterSuccessConfig, filter_success.run)}
 
 
-def cli_args(options: dict) -> list[str]:
-    """A stage's options as its command line (lists repeat their option, booleans are flags)."""
-    args = []
-    for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            args.append(flag if value else "--no-" + flag[2:])
-        elif isinstance(value, list):
-            for v in value:
-                args += [flag, str(v)]
-        elif value is not None and value != "":  # "" is every stage's default where it is one
-            args += [flag, str(value)]
-    return args
 
 
 def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run: bool = False) -> list[dict]:
@@ -235,7 +237,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     from rich.console import Console
 
     from computerrl.data.report import iteration_table, phase_figures, schedule_plot, schedule_report, untrained
-    from computerrl.stages.curriculum import weighted_draw
+    from computerrl.stages.curriculum import stratified_draw, weighted_draw
 
     console = console or Console(soft_wrap=True)
     step = Steps(s, console, dry_run)
@@ -290,10 +292,12 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
 
     def train_draw(to: Path, shuffle: int, part: int = 0, drawn: list[Path] = ()) -> Path | None:
         """rl_tasks tasks of RL's pool (all of it when rl_tasks is 0): with rl_draw=uniform part `part` of
-        the `shuffle` seed's order; with signal or gain, weighted by the earlier plays (`history`), none
-        of those in the draws `drawn` before it."""
+        the `shuffle` seed's order; stratified, the templates in turns; with signal or gain, weighted by the
+        earlier plays (`history`); none of those in the draws `drawn` before it."""
         if not s.rl_tasks or dry_run:
             return rl_pool
+        if s.rl_draw == "stratified":
+            return stratified_draw(rl_pool, to, s.rl_tasks, shuffle, drawn_ids(drawn))
         if s.rl_draw != "uniform":
             return weighted_draw(rl_pool, to, s.rl_tasks, shuffle, history, s.samples, drawn_ids(drawn), s.rl_draw)
         return _task_draw(rl_pool, to, s.rl_tasks, shuffle, part=part)
@@ -321,9 +325,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
                 step("rollout", tasks=draw, model=policy, samples=s.samples, temperature=1.0, iteration=i,
                      out=batches[-1], **(playing | {"seed": seed + i + 1000 * extra}))
             rollouts += batches
-            step("grpo", rollouts=batches, model=policy, ref=start, beta=s.beta, eps_low=s.eps_low,
-                 eps_high=s.eps_high, epochs=s.grpo_epochs, updates_per_epoch=s.grpo_updates, lr=s.lr_rl,
-                 out=out / folder / f"policy-{i}", seed=seed + i, **training)
+            step("grpo", rollouts=batches, model=policy, ref=start, out=out / folder / f"policy-{i}", seed=seed + i,
+                 **(training | s.grpo))
             policy = str(out / folder / f"policy-{i}")
         return policy, rollouts
 
@@ -331,9 +334,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         console.rule(f"RL {folder}: asynchronous, {s.rl_iterations} versions")
         run_dir = out / folder / "async"
         step("async-rl", tasks=rl_pool, model=start, samples=s.samples, groups=s.rl_tasks or s.samples,
-             updates=s.rl_iterations, max_lag=s.max_lag, temperature=1.0, lr=s.lr_rl, grpo_epochs=s.grpo_epochs,
-             grpo_updates=s.grpo_updates, beta=s.beta, train_layers=s.train_layers, dtype=s.dtype, launcher=s.launcher,
-             out=run_dir,
+             updates=s.rl_iterations, max_lag=s.max_lag, temperature=1.0, launcher=s.launcher, out=run_dir,
+             grpo=[f"{k}={v}" for k, v in (training | s.grpo).items()],
              **(playing | {"seed": seed + first}))
         return str(run_dir / f"policy-{s.rl_iterations}"), [run_dir / f"rollout-{v}" for v in
                                                             range(1, s.rl_iterations + 1)]

@@ -194,7 +194,7 @@ def test_the_loop_publishes_versions_within_the_lag_and_a_killed_run_resumes(des
     out, root = tmp_path / "async", desktops
     command = [sys.executable, "-m", "computerrl.cli.main", "async-rl", "--tasks", str(root / "tasks"),
                "--envs", str(root / "envs"), "--samples", "2", "--groups", "1", "--updates", "2", "--max-lag", "1",
-               "--max-steps", "2", "--max-new-tokens", "24", "--train-layers", "2", "--grpo-epochs", "1",
+               "--max-steps", "2", "--max-new-tokens", "24", "--grpo", "train_layers=2", "--grpo", "epochs=1",
                "--launcher", f"bash {flaky}", "--model", tiny_model, "--out", str(out)]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)

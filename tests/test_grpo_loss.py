@@ -181,3 +181,19 @@ def test_stage_loss_and_gradient_agree_with_the_plain_implementation_on_the_embe
     grad_theirs = model.model.layers[3].mlp.up_proj.weight.grad
     assert abs(mine.item() - theirs.item()) <= 1e-5
     assert torch.allclose(grad_mine, grad_theirs.float(), atol=1e-6, rtol=1e-3)
+
+
+def test_anchor_terms_by_hand():
+    """nll adds −w·log πθ on the tokens it holds, kl adds w·½(log πθ − log πref)²; the surrogate's scale
+    multiplies only the surrogate; a token the anchor does not hold gets no anchor term."""
+    logp, zero, adv = torch.log(torch.tensor([0.5, 0.25])), torch.zeros(2), torch.tensor([1.0, 1.0])
+    old = logp.clone()  # on-policy: the surrogate is −A per token
+    nll = Clip(anchor="nll", anchor_weight=0.1)
+    loss, s = token_losses(logp, old, adv, nll, scale=torch.tensor([2.0, 2.0]), anchored=torch.tensor([1.0, 0.0]))
+    assert loss.tolist() == pytest.approx([-2.0 + 0.1 * math.log(2), -2.0])
+    assert s["anchor"].tolist() == pytest.approx([math.log(2), 0.0])
+    kl = Clip(anchor="kl", anchor_weight=0.5)
+    loss, s = token_losses(logp, old, zero, kl, ref_logp=logp - 0.4, anchored=torch.ones(2))  # A = 0: a flat group
+    assert loss.tolist() == pytest.approx([0.5 * 0.5 * 0.16] * 2) and s["anchor"].tolist() == pytest.approx([0.08] * 2)
+    with pytest.raises(ValueError, match="'nll', 'kl'"):
+        Clip(anchor="l2")

@@ -127,11 +127,28 @@ def test_an_rl_phase_can_run_as_the_asynchronous_loop_whose_outputs_entropulse_t
     assert "runs/a/rl1/async/policy-2" in {str(e["model"]) for e in evals}
 
 
-def test_each_pass_of_grpo_can_take_several_optimizer_steps_in_either_loop():
-    for loop, stage, option in (("sync", "grpo", "updates_per_epoch"), ("async", "async-rl", "grpo_updates")):
-        commands = dry_run("--preset", "demo", "--out", "runs/u", "--set", f"rl_loop={loop}", "--set", "grpo_updates=4",
-                           "--set", "stop_after=rl1")
-        assert {parse(c).params[option] for c in commands if c[1] == stage} == {4}
+def test_a_grpo_setting_reaches_every_update_of_either_loop_by_grpos_own_name():
+    """Declared once, in `computerrl grpo`: the schedule passes `grpo.KEY` to each update of the sync loop,
+    and to async-rl, which passes it to each of its updates."""
+    from computerrl.stages.grpo import update_settings
+
+    for loop in ("sync", "async"):
+        commands = dry_run("--preset", "demo", "--out", "runs/u", "--set", f"rl_loop={loop}", "--set",
+                           "grpo.updates_per_epoch=3", "--set", "grpo.anchor=nll", "--set", "stop_after=rl1")
+        if loop == "sync":
+            updates = [parse(c).params for c in commands if c[1] == "grpo"]
+            assert updates and {(u["updates_per_epoch"], u["anchor"]) for u in updates} == {(3, "nll")}
+        else:
+            loop_params = next(parse(c).params for c in commands if c[1] == "async-rl")
+            settings = update_settings(loop_params["grpo"], "")
+            assert settings["updates_per_epoch"] == 3 and settings["anchor"] == "nll" and settings["lr"] == 5e-5
+
+
+@pytest.mark.parametrize("bad, says", [("grpo.nope=1", "unknown GRPO setting 'nope'"),
+                                       ("grpo.lr=fast", "lr takes a float"), ("grpo.anchor=l2", "--anchor 'l2'")])
+def test_a_bad_grpo_setting_is_refused_by_name(bad, says):
+    result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", bad])
+    assert result.exit_code == 2 and says in result.output, result.output
 
 
 def test_just_compare_async_runs_the_demos_rl_phase_with_its_settings():
@@ -145,9 +162,20 @@ def test_just_compare_async_runs_the_demos_rl_phase_with_its_settings():
     recipe_loop = parse(["computerrl", "async-rl", *words[:words.index("||")]]).params
     demo = next(parse(c).params for c in dry_run("--preset", "demo", "--out", "runs/c", "--set", "rl_loop=async",
                                                    "--set", "stop_after=rl1") if c[1] == "async-rl")
-    settings = ["samples", "groups", "updates", "max_steps", "max_new_tokens", "budgets", "lr", "grpo_epochs",
-                "grpo_updates", "train_layers", "beta", "temperature"]
+    settings = ["samples", "groups", "updates", "max_steps", "max_new_tokens", "budgets", "temperature"]
     assert {k: recipe_loop[k] for k in settings} == {k: demo[k] for k in settings}
+    assert updates_of(recipe_loop["grpo"]) == updates_of(demo["grpo"])
+
+
+def updates_of(grpo: list[str]) -> dict:
+    """Every setting of the updates async-rl runs with these --grpo options (grpo's defaults for the rest)."""
+    import dataclasses
+
+    from computerrl.data.config import default_of
+    from computerrl.stages.grpo import SET_BY_THE_LOOP, GRPOConfig, update_settings
+
+    defaults = {f.name: default_of(f) for f in dataclasses.fields(GRPOConfig) if f.name not in SET_BY_THE_LOOP}
+    return defaults | update_settings(grpo, "")
 
 
 @pytest.mark.parametrize("bad", ["nope=1", "rl_iterations", "rl_iterations=many"])
@@ -166,10 +194,11 @@ def test_a_preset_is_a_file_a_user_copies_edits_and_passes_back_with_config(tmp_
     trained = [c for c in commands if "-m" in c]  # 2 iterations a phase, the rest the paper's recipe
     assert len([c for c in trained if "grpo" in c]) == 4 and {c[c.index("--dtype") + 1] for c in trained} == {"bfloat16"}
     # on top of a preset, only what the file says changes; --set still comes last
-    (tmp_path / "few.yaml").write_text("rl_iterations: 3\nlr_rl: 1e-5\n")
+    (tmp_path / "few.yaml").write_text("rl_iterations: 3\ngrpo:\n  lr: 1e-5\n")
     shown = CliRunner().invoke(app, ["entropulse", "--preset", "quick", "--config", str(tmp_path / "few.yaml"),
                                      "--set", "samples=3", "--show-config"])
-    assert "rl_iterations: 3\n" in shown.output and "lr_rl: 1.0e-05\n" in shown.output
+    assert "rl_iterations: 3\n" in shown.output and "  lr: 1.0e-05\n" in shown.output
+    assert "  epochs: 1\n" in shown.output and "  updates_per_epoch: 4\n" in shown.output  # quick's, the demo's
     assert "samples: 3\n" in shown.output and "train_tasks: 12\n" in shown.output  # the quick preset's
 
 
@@ -204,6 +233,30 @@ def test_dynamic_sampling_counts_the_groups_with_signal_and_draws_new_tasks(tmp_
     parts = [_task_draw(tmp_path / "train", tmp_path / f"draw-{k}", 2, seed=3, part=k) for k in range(4)]
     drawn = [list(load(p)["task_id"]) for p in parts[:3]]
     assert [len(d) for d in drawn] == [2, 2, 1] and len(set(sum(drawn, []))) == 5 and parts[3] is None
+
+
+def test_stratified_draws_give_every_template_its_turn_and_never_repeat_a_task(tmp_path):
+    """rl_draw=stratified (the `broad` update): 7 of 3 templates' tasks are 3, 2 and 2 of them, not the two
+    templates a uniform draw of few tasks often keeps; a further draw (dynamic sampling) takes the tasks left,
+    and runs out."""
+    from collections import Counter
+
+    import datasets
+
+    from computerrl.data.datasets_io import load, save_atomic
+    from computerrl.stages.curriculum import stratified_draw
+
+    names = [f"{t}-{k}" for t in ("bold", "freeze", "rename") for k in range(4)]
+    save_atomic(datasets.Dataset.from_dict({"task_id": names, "template": [n.split("-")[0] for n in names]}),
+                tmp_path / "pool")
+    first = load(stratified_draw(tmp_path / "pool", tmp_path / "d0", 7, seed=1))
+    assert sorted(Counter(first["template"]).values()) == [2, 2, 3]
+    second = load(stratified_draw(tmp_path / "pool", tmp_path / "d1", 7, seed=1, exclude=set(first["task_id"])))
+    assert len(second) == 5 and not set(second["task_id"]) & set(first["task_id"])
+    assert sorted(Counter(second["template"]).values()) == [1, 2, 2]
+    assert stratified_draw(tmp_path / "pool", tmp_path / "d2", 7, seed=1, exclude=set(names)) is None
+    commands = dry_run("--preset", "demo", "--out", "runs/s", "--set", "rl_draw=stratified", "--set", "stop_after=rl1")
+    assert any(c[1] == "grpo" for c in commands)
 
 
 def test_signal_draws_favour_templates_whose_groups_can_teach_and_keep_a_little_of_the_flat_ones(tmp_path):
