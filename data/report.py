@@ -18,17 +18,31 @@ TRAINING = (("bc", "bc"), ("rl1", "rl1/**/policy-*"), ("entropulse", "entropulse
 
 def phase_row(phase: str, summary: dict, folder: Path) -> dict:
     """What the report needs of one evaluated phase: its summary's figures and each task's outcome
-    (task id -> (held-out template?, success)), for the paired tests between phases."""
+    (task id -> (split, success)), for the paired tests between phases."""
     from computerrl.data.datasets_io import load
 
     outcomes = {}
     if (folder / "results").exists():
         for r in load(folder / "results"):
             if r["samples"]:  # a task whose trajectories were all aborted has no outcome
-                outcomes[r["task_id"]] = (bool(r["ood"]), r["successes"] / r["samples"] >= 0.5)
+                outcomes[r["task_id"]] = (split_of(r), r["successes"] / r["samples"] >= 0.5)
     overall = summary["overall"]
     return {"phase": phase, "outcomes": outcomes, "entropy": overall["mean_entropy"],
             "action_entropy": overall.get("action_entropy", float("nan")), "folder": str(folder)}
+
+
+SPLITS = ("seen", "near", "far")  # a task's template: trained on; held out, near one trained on; held out
+
+
+def split_of(result: dict) -> str:
+    """Which of SPLITS an eval result's task belongs to (a template this build no longer knows is "far")."""
+    from computerrl.envs.tasks.suites import TEMPLATES, all_templates
+
+    if not result["ood"]:
+        return "seen"
+    all_templates()  # loads the registry
+    template = TEMPLATES.get(result.get("template") or "")
+    return "near" if template is not None and template.near else "far"
 
 
 def exploration(summary: dict) -> dict:
@@ -96,9 +110,9 @@ def rl_figures(run: Path, phase: str) -> dict:
             "rows": sum(s.get("rows", 0) for s in summaries), "iterations": len(summaries)}
 
 
-def pooled(rows: list[dict], split: bool | None = None) -> dict:
-    """Success over the seeds' tasks (split: None = all, False = seen templates, True = held-out)."""
-    wins = [won for r in rows for ood, won in r["outcomes"].values() if split is None or ood == split]
+def pooled(rows: list[dict], split: str | None = None) -> dict:
+    """Success over the seeds' tasks (split: None = all, else one of SPLITS)."""
+    wins = [won for r in rows for kind, won in r["outcomes"].values() if split is None or kind == split]
     return {"rate": sum(wins) / len(wins) if wins else float("nan"), "n": len(wins),
             "ci": wilson(sum(wins), len(wins)) if wins else (float("nan"),) * 2}
 
@@ -142,7 +156,7 @@ def success_table(seeds: dict, phases: list[str], by_phase: dict[str, list[dict]
     n_tasks = pooled(by_phase[phases[0]])["n"] // len(seeds)
     t = Table(title=f"Entropulse schedule: success on {n_tasks} held-out tasks, seed{'s' * (len(seeds) > 1)} "
                     f"{', '.join(map(str, seeds))}", box=box.SIMPLE_HEAD, padding=(0, 1))
-    for col in ("phase", "success [95% CI]", "seen", "new", "Δ prev (p)", "Δ BC (p)"):
+    for col in ("phase", "success [95% CI]", *SPLITS, "Δ prev (p)", "Δ BC (p)"):
         t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
 
     def delta(d: dict) -> str:
@@ -160,9 +174,10 @@ def success_table(seeds: dict, phases: list[str], by_phase: dict[str, list[dict]
         prev = paired(by_phase[phases[k - 1]], rows) if k else {"n": 0}
         from_bc = paired(by_phase[phases[bc]], rows) if bc < k - 1 else {"n": 0}  # at bc + 1 it is Δ prev
         t.add_row(name, f"{_pct(total['rate'])} [{_pct(total['ci'][0])}–{_pct(total['ci'][1])}]",
-                  _pct(pooled(rows, False)["rate"]), _pct(pooled(rows, True)["rate"]), delta(prev), delta(from_bc))
-    t.caption = ("success pooled over seeds × tasks (greedy, one trajectory each), Wilson interval; seen / new: "
-                 "templates seen in training / held out; Δ: difference in points from the previous phase and from "
+                  *(_pct(pooled(rows, split)["rate"]) for split in SPLITS), delta(prev), delta(from_bc))
+    t.caption = ("success pooled over seeds × tasks (greedy, one trajectory each), Wilson interval; seen: templates "
+                 "trained on; near: held out, a trained template's calls on a new target; far: held out, calls no "
+                 "train task shows; Δ: difference in points from the previous phase and from "
                  "BC on the same seeds and tasks, exact McNemar p-value in brackets"
                  + ("; —: nothing to train on (no rows: no GRPO group with signal; no successes: RL 1 won no play), "
                     "the previous phase's policy kept" if any(r.get("untrained") for rows in by_phase.values()

@@ -31,14 +31,15 @@ from typing import Any
 
 from computerrl.data.config import cli_args
 
-# The CPU demo's suite: six trained templates and two held out of train. Each held-out one asks for a
-# function seen in training, used in a way no train task shows (chosen before any run on them):
-# clear_cell is set_cell_value (column_stat's) with None on a cell the instruction names; font_color
-# is format_range (bold_header's, fill_header's) on one cell with the font_color keyword and a colour
-# written out in the instruction, as fill_header writes its background's.
+# The CPU demo's suite: six trained templates and three held out of train. Two are "far": each asks for a
+# function seen in training, used in a way no train task shows (chosen before any run on them): clear_cell is
+# set_cell_value (column_stat's) with None on a cell the instruction names; font_color is format_range
+# (bold_header's, fill_header's) on one cell with the font_color keyword and a colour written out in the
+# instruction, as fill_header writes its background's. One is "near" (issue 42, chosen before any arm ran):
+# bold_column is bold_header's very call, format_range(..., bold=True), on column A's names instead of row 1.
 CALC = ("calc_column_stat,calc_rename_sheet,calc_add_sheet,calc_bold_header,calc_fill_header,calc_freeze_header,"
-        "calc_clear_cell,calc_font_color")
-CALC_HELD_OUT = "calc_clear_cell,calc_font_color"
+        "calc_clear_cell,calc_font_color,calc_bold_column")
+CALC_HELD_OUT = "calc_clear_cell,calc_font_color,calc_bold_column"
 PHASES = ("base", "bc", "rl1", "entropulse", "rl2")  # the phases evaluated, in order
 # The demo's RL updates where they differ from grpo's defaults: 4 optimizer steps a pass over the batch (the
 # rows split evenly; chosen on valid), at 5e-5.

@@ -17,7 +17,7 @@ def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_pairs():
 
 
 def phase(name: str, wins: list[bool], ood_from: int = 6, **extra) -> dict:
-    outcomes = {f"t{k}": (k >= ood_from, won) for k, won in enumerate(wins)}
+    outcomes = {f"t{k}": ("far" if k >= ood_from else "seen", won) for k, won in enumerate(wins)}
     return {"phase": name, "outcomes": outcomes, "entropy": 0.05, "action_entropy": 1.2, **extra}
 
 
@@ -27,7 +27,7 @@ def test_pairs_are_the_same_seed_and_task():
     d = paired(bc, rl)
     assert d["n"] == 16 and d["delta"] == pytest.approx(11 / 16)  # 11 pairs went fail -> success, none back
     assert d["p"] == pytest.approx(mcnemar(0, 11))
-    assert pooled(rl)["rate"] == pytest.approx(12 / 16) and pooled(rl, True)["rate"] == 0.0
+    assert pooled(rl)["rate"] == pytest.approx(12 / 16) and pooled(rl, "far")["rate"] == 0.0
 
 
 def test_the_tables_pool_seeds_show_each_and_fit_80_columns():
@@ -127,3 +127,27 @@ def test_a_runs_kept_report_files_give_the_same_report_as_the_run(tmp_path):
 
     assert report(kept) == report(run) and len(report(run)) == 2
     assert iteration_table(kept).row_count == iteration_table(run).row_count == 2  # either loop's policies
+
+
+def test_held_out_tasks_are_near_where_their_template_reuses_a_trained_ones_calls_else_far(tmp_path):
+    """calc_bold_column (bold_header's call on column A) is "near", calc_font_color (a keyword no train task
+    shows) "far": the table gives each its column, and a template this build does not know counts as far."""
+    import datasets
+
+    from computerrl.data.datasets_io import save_atomic
+    from computerrl.data.report import phase_row, split_of
+
+    rows = [("t0", False, "calc_bold_header", 1), ("t1", True, "calc_bold_column", 1), ("t2", True, "calc_bold_column", 0),
+            ("t3", True, "calc_font_color", 0), ("t4", True, "no_such_template", 0)]
+    save_atomic(datasets.Dataset.from_list([{"task_id": t, "ood": ood, "template": name, "samples": 1, "successes": w}
+                                            for t, ood, name, w in rows]), tmp_path / "eval-bc" / "results")
+    (tmp_path / "eval-bc" / "summary.json").write_text('{"overall": {"mean_entropy": 0.1}}')
+    row = phase_row("bc", {"overall": {"mean_entropy": 0.1}}, tmp_path / "eval-bc")
+    assert {t: kind for t, (kind, _) in row["outcomes"].items()} == {"t0": "seen", "t1": "near", "t2": "near",
+                                                                   "t3": "far", "t4": "far"}
+    assert pooled([row], "near")["rate"] == 0.5 and pooled([row], "far")["rate"] == 0.0
+    assert split_of({"ood": False, "template": "calc_bold_column"}) == "seen"  # trained on: seen, near or not
+    console = Console(record=True, width=80)
+    console.print(schedule_report({0: [row]}))
+    header = next(line.split() for line in console.export_text().splitlines() if line.strip().startswith("phase"))
+    assert header[header.index("seen"):header.index("seen") + 3] == ["seen", "near", "far"]

@@ -59,18 +59,21 @@ class Template:
     name: str
     domain: str
     fn: Callable[[random.Random, int], Instance]
+    near: str = ""  # the template whose calls this one makes on a new target: held out, a "near" test of it
 
 
 TEMPLATES = Registry("template")
 
 
-def template(name: str, domain: str):
-    """Register a task template under `name` in `domain` (one of DOMAINS)."""
+def template(name: str, domain: str, near: str = ""):
+    """Register a task template under `name` in `domain` (one of DOMAINS); `near`: the template whose functions
+    and argument kinds its solution uses, in a new combination or on a new target (held out of train beside
+    that one, it tests what training on it can reach; a held-out template without one is "far")."""
     if domain not in DOMAINS:
         raise ValueError(f"template {name!r}: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
 
     def wrap(fn):
-        TEMPLATES.add(name, Template(name, domain, fn))
+        TEMPLATES.add(name, Template(name, domain, fn, near))
         return fn
 
     return wrap

@@ -87,6 +87,18 @@ def bold_header(rng, index):
                      {"rows": rows}, gui_solution=gui)
 
 
+@template("calc_bold_column", "calc", near="calc_bold_header")
+def bold_column(rng, index):
+    """bold_header's call (format_range with bold=True) on a new target: the names of column A below the
+    header, where bold_header's range is always row 1."""
+    _, rows = _header_table(rng)
+    cells = [f"A{r}" for r in range(2, len(rows) + 1)]
+    span = f"A2:A{len(rows)}"
+    return calc_task(f"Make the names in column A ({span}) bold and save the file.", rows,
+                     _styled(rows, cells, bold=True), SHEET_DATA + _cell_rules(cells, "font_bold", True),
+                     [f"CalcTools.format_range({span!r}, bold=True)", *SAVE_EXIT], {"rows": rows})
+
+
 @template("calc_rename_sheet", "calc")
 def rename_sheet(rng, index):
     old, new = rng.sample(["Data", "Sheet1", "Raw", "Input", "Numbers", "Draft"], 1)[0], rng.choice(WORDS)
@@ -183,7 +195,7 @@ INKS = {"red": "FF0000", "blue": "0000FF", "green": "008000", "purple": "800080"
 
 
 def _styled(rows: list[list], cells: list[str], **style) -> bytes:
-    """xlsx(rows) with openpyxl styles set on `cells`: number_format=, fill= (RRGGBB), ink= (RRGGBB), merge=."""
+    """xlsx(rows) with openpyxl styles set on `cells`: number_format=, fill= (RRGGBB), ink= (RRGGBB), bold=, merge=."""
     import io
 
     import openpyxl
@@ -201,6 +213,8 @@ def _styled(rows: list[list], cells: list[str], **style) -> bytes:
             cell.fill = PatternFill("solid", fgColor="FF" + style["fill"])
         if "ink" in style:
             cell.font = Font(color="FF" + style["ink"])
+        if "bold" in style:
+            cell.font = Font(bold=style["bold"])
     if "merge" in style:
         ws.merge_cells(style["merge"])
     buf = io.BytesIO()
