@@ -75,7 +75,7 @@ def command(
         return
     console = Console(soft_wrap=True)
     if report:
-        from computerrl.data.report import iteration_table, phases_done
+        from computerrl.data.report import drift_table, iteration_table, phases_done
         from computerrl.stages.schedule import PHASES
 
         runs = {s: Path(out) / f"seed-{s}" if seeds else Path(out) for s in chosen_seeds}
@@ -87,6 +87,8 @@ def command(
         for s, run_dir in runs.items():  # each seed's flat shares and draws: its own curriculum
             if (iterations := iteration_table(run_dir, f"RL iterations, seed {s}")).row_count:
                 console.print(iterations)
+            if drift := drift_table(run_dir):
+                console.print(drift)
         return
     by_seed = {}
     for s in chosen_seeds:

@@ -73,8 +73,8 @@ def untrained(run: Path, phase: str) -> str:
 
 # The small files of a schedule run folder that phases_done and iteration_table read, as globs under it.
 REPORT_FILES = ("eval-*/summary.json", "eval-*/results/*", "explore-*/summary.json", "rl*/**/policy-*/summary.json",
-                "successes/summary.json",
-                "rl*/tasks-*.weights.json")
+                "successes/summary.json", "rl*/tasks-*.weights.json",
+                "rl*/eval-*/summary.json", "rl*/eval-*/results/*", "drift-bc.json", "rl*/drift-*.json")  # `track`
 
 
 def keep_report_files(run: Path, dest: Path) -> int:
@@ -289,8 +289,10 @@ def iteration_table(run: Path, title: str = "RL iterations"):
     from rich.table import Table
 
     t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1))
-    for col in ("phase", "iter", "flat", "rows", "draws: template p → weight (drawn)"):
-        t.add_column(col, justify="right" if col in ("flat", "rows") else "left")
+    tracked = any(run.glob("rl*/eval-*/results"))
+    for col in ("phase", "iter", "flat", "rows", *(("success", "kept") if tracked else ()),
+                "draws: template p → weight (drawn)"):
+        t.add_column(col, justify="right" if col in ("flat", "rows", "success", "kept") else "left")
     for phase in ("rl1", "rl2"):
         policies = [*(run / phase).glob("policy-*"), *(run / phase).glob("async/policy-*")]  # either loop's
         for policy in sorted(policies, key=lambda p: int(p.name.rsplit("-", 1)[-1])):
@@ -303,5 +305,44 @@ def iteration_table(run: Path, title: str = "RL iterations"):
                 w = json.loads(weights.read_text())
                 draws.append(", ".join(f"{name} {w['estimates'].get(name, {}).get('p', 0.5):.2f} → {x:.2f} "
                                        f"({w['drawn'].get(name, 0)})" for name, x in w["weights"].items()))
-            t.add_row(phase, i, _pct(summary["skipped_fraction"]), str(summary.get("rows", "")), "; ".join(draws))
+            figures = retention(run, run / phase / f"eval-{i}") if tracked else None
+            t.add_row(phase, i, _pct(summary["skipped_fraction"]), str(summary.get("rows", "")),
+                      *((_pct(figures["success"]), _pct(figures["kept"])) if figures else ("", "") if tracked else ()),
+                      "; ".join(draws))
+    if tracked:
+        t.caption = ("success: greedy, on the first eval tasks (schedule setting track); kept: the share of those "
+                     "BC solved that this iteration's policy still solves")
+    return t
+
+
+def retention(run: Path, tracked: Path) -> dict | None:
+    """A tracked iteration's success on its eval tasks and the share of the ones BC solved it still solves
+    (None when it was not evaluated)."""
+    if not (tracked / "results").exists():
+        return None
+    now = {task: won for task, (_, won) in phase_row("", {"overall": {"mean_entropy": 0}}, tracked)["outcomes"].items()}
+    bc = phase_row("", {"overall": {"mean_entropy": 0}}, run / "eval-bc")["outcomes"]
+    solved = [task for task in now if bc.get(task, (None, False))[1]]
+    return {"success": sum(now.values()) / len(now) if now else float("nan"),
+            "kept": sum(now[task] for task in solved) / len(solved) if solved else float("nan")}
+
+
+def drift_table(run: Path):
+    """Per template, the chance of BC's first answers (its greedy eval's) under BC and each tracked RL iteration's
+    policy (schedule setting track); None when nothing was tracked."""
+    from rich import box
+    from rich.table import Table
+
+    columns = {"bc": run / "drift-bc.json"} | {
+        f"{phase} {f.stem.split('-')[1]}": f for phase in ("rl1", "rl2")
+        for f in sorted((run / phase).glob("drift-*.json"), key=lambda f: int(f.stem.split("-")[1]))}
+    chances = {name: json.loads(f.read_text()) for name, f in columns.items() if f.exists()}
+    if len(chances) < 2:
+        return None
+    t = Table(title="chance of BC's first answers, per template", box=box.SIMPLE_HEAD, padding=(0, 1))
+    t.add_column("template")
+    for name in chances:
+        t.add_column(name, justify="right")
+    for template in chances["bc"] if "bc" in chances else next(iter(chances.values())):
+        t.add_row(template, *(f"{c[template]:.2f}" if template in c else "" for c in chances.values()))
     return t

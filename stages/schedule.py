@@ -90,6 +90,8 @@ class Schedule:
     # from this run's earlier plays); gain: that, times the share of its plays still lost
     rl_loop: str = "sync"  # sync: N × (rollout → grpo); async: `async-rl`, rl_tasks groups an update, desktops never idle
     max_lag: int = 1  # the async loop's bound on the versions a trained group may lag behind
+    track: int = 0  # N > 0: every RL iteration's policy is evaluated greedily on the first N eval tasks, and its
+    # chance of BC's first answers taken per template: the iterations table's success, retention and drift
     samples: int = 4  # G
     # every RL update's settings, by `computerrl grpo`'s names (declared there, with their help); each phase's
     # start is its KL reference. `--set grpo.lr=1e-5` changes one, a file's `grpo:` mapping some.
@@ -237,7 +239,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     """The schedule for one seed into `out`; prints its table and returns its phase rows."""
     from rich.console import Console
 
-    from computerrl.data.report import iteration_table, phase_figures, schedule_plot, schedule_report, untrained
+    from computerrl.data.report import (drift_table, iteration_table, phase_figures, schedule_plot, schedule_report,
+                                        untrained)
     from computerrl.stages.curriculum import stratified_draw, weighted_draw
 
     console = console or Console(soft_wrap=True)
@@ -259,9 +262,10 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     phases: list[dict] = []
     history: list[list[Path]] = []  # the RL phases' rollouts so far, one list an iteration (rl_draw signal, gain)
 
+    eval_tasks = Path(s.eval_tasks) if s.eval_tasks else tasks / "test"
+
     def evaluate(phase: str, checkpoint: str) -> None:
         console.rule(f"eval: {phase}")
-        eval_tasks = Path(s.eval_tasks) if s.eval_tasks else tasks / "test"
         summary = step("eval", tasks=eval_tasks, model=checkpoint, limit=s.eval_limit, screenshots=False,
                        out=out / f"eval-{phase}", **playing)
         sampled = {}
@@ -329,6 +333,7 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
             step("grpo", rollouts=batches, model=policy, ref=start, out=out / folder / f"policy-{i}", seed=seed + i,
                  **(training | s.grpo))
             policy = str(out / folder / f"policy-{i}")
+            track(folder, i, policy)
         return policy, rollouts
 
     def async_phase(folder: str, start: str, first: int) -> tuple[str, list[Path]]:
@@ -338,8 +343,21 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
              updates=s.rl_iterations, max_lag=s.max_lag, temperature=1.0, launcher=s.launcher, out=run_dir,
              grpo=[f"{k}={v}" for k, v in (training | s.grpo).items()],
              **(playing | {"seed": seed + first}))
+        for v in range(1, s.rl_iterations + 1):
+            track(folder, v, str(run_dir / f"policy-{v}"))
         return str(run_dir / f"policy-{s.rl_iterations}"), [run_dir / f"rollout-{v}" for v in
                                                             range(1, s.rl_iterations + 1)]
+
+    def track(folder: str, i: int, policy: str) -> None:
+        """With `track`: the iteration's policy on the first eval tasks (RUN/<phase>/eval-i) and its chance of
+        BC's first answers per template (RUN/<phase>/drift-i.json; BC's own in RUN/drift-bc.json)."""
+        if not s.track:
+            return
+        step("eval", tasks=eval_tasks, model=policy, limit=s.track, screenshots=False, out=out / folder / f"eval-{i}",
+             **playing)
+        if not dry_run:
+            write_drift(out / "drift-bc.json", out / "eval-bc" / "steps", out / "bc")
+            write_drift(out / folder / f"drift-{i}.json", out / "eval-bc" / "steps", policy)
 
     def entropulse_plays(policy: str) -> Path:
         step("rollout", tasks=train_draw(out / "entropulse-tasks", seed + 500), model=policy, samples=s.samples,
@@ -377,6 +395,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
         console.print(schedule_report({seed: phases}))
         if (iterations := iteration_table(out)).row_count:
             console.print(iterations)
+        if drift := drift_table(out):
+            console.print(drift)
         schedule_plot(out, [p["phase"] for p in phases])
         console.print(f"training curves: {out / 'schedule.png'}")
     return phases
@@ -416,6 +436,18 @@ def drawn_ids(draws: list[Path]) -> set[str]:
     from computerrl.data.datasets_io import load
 
     return {task for d in draws for task in load(d)["task_id"]}
+
+
+def write_drift(to: Path, reference: Path, checkpoint: str, per_template: int = 4) -> None:
+    """`checkpoint`'s chance of the reference eval's first answers, per template (policy/drift.py), as JSON at
+    `to` (kept: a resumed run does not compute it again)."""
+    import json
+
+    from computerrl.data.files import write_atomic
+    from computerrl.policy.drift import first_answers, template_chances
+
+    if not to.exists():
+        write_atomic(to, json.dumps(template_chances(first_answers(reference, per_template), checkpoint)))
 
 
 def groups_with_signal(batches: list[Path]) -> int:

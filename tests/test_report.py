@@ -151,3 +151,30 @@ def test_held_out_tasks_are_near_where_their_template_reuses_a_trained_ones_call
     console.print(schedule_report({0: [row]}))
     header = next(line.split() for line in console.export_text().splitlines() if line.strip().startswith("phase"))
     assert header[header.index("seen"):header.index("seen") + 3] == ["seen", "near", "far"]
+
+
+def test_tracked_iterations_show_their_success_what_they_kept_of_bc_and_the_drift_of_bcs_answers(tmp_path):
+    """Schedule setting `track`: each RL iteration's eval on the first tasks and its chance of BC's first answers,
+    read back from the run's small files (kept by keep_report_files)."""
+    import json
+
+    from computerrl.data.report import drift_table, iteration_table, keep_report_files
+
+    run = tmp_path / "run"
+    evaluated(run / "eval-bc", [True, True, False, False])
+    evaluated(run / "rl1" / "eval-1", [True, False, True, False])  # kept 1 of BC's 2, and won another
+    (run / "rl1" / "policy-1").mkdir(parents=True)
+    (run / "rl1" / "policy-1" / "summary.json").write_text(json.dumps({"skipped_fraction": 0.5, "rows": 8}))
+    (run / "drift-bc.json").write_text(json.dumps({"calc_bold_header": 0.97, "calc_fill_header": 0.74}))
+    (run / "rl1" / "drift-1.json").write_text(json.dumps({"calc_bold_header": 0.19, "calc_fill_header": 0.10}))
+    kept = tmp_path / "kept"
+    keep_report_files(run, kept)
+    console = Console(record=True, width=120)
+    console.print(iteration_table(kept))
+    console.print(drift_table(kept))
+    text = console.export_text()
+    row = next(line.split() for line in text.splitlines() if line.strip().startswith("rl1"))
+    assert row[:6] == ["rl1", "1", "50%", "8", "50%", "50%"]  # flat, rows, success, kept
+    bold = next(line.split() for line in text.splitlines() if line.strip().startswith("calc_bold_header"))
+    assert bold == ["calc_bold_header", "0.97", "0.19"]
+    assert drift_table(tmp_path / "nothing") is None

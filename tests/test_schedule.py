@@ -235,6 +235,15 @@ def test_dynamic_sampling_counts_the_groups_with_signal_and_draws_new_tasks(tmp_
     assert [len(d) for d in drawn] == [2, 2, 1] and len(set(sum(drawn, []))) == 5 and parts[3] is None
 
 
+def test_tracking_evaluates_every_rl_iteration_on_the_first_eval_tasks_in_either_loop():
+    for loop in ("sync", "async"):
+        commands = dry_run("--preset", "demo", "--out", "runs/t", "--set", f"rl_loop={loop}", "--set", "track=8",
+                           "--set", "stop_after=rl1")
+        tracked = [parse(c).params for c in commands if c[1] == "eval" and "/rl1/eval-" in " ".join(c)]
+        assert [(str(e["out"]), e["limit"]) for e in tracked] == [("runs/t/rl1/eval-1", 8), ("runs/t/rl1/eval-2", 8)]
+        assert {str(e["model"]).rsplit("/", 1)[-1] for e in tracked} == {"policy-1", "policy-2"}
+
+
 def test_stratified_draws_give_every_template_its_turn_and_never_repeat_a_task(tmp_path):
     """rl_draw=stratified (the `broad` update): 7 of 3 templates' tasks are 3, 2 and 2 of them, not the two
     templates a uniform draw of few tasks often keeps; a further draw (dynamic sampling) takes the tasks left,
