@@ -174,6 +174,17 @@ compare-async run=(runs / "demo") tasks=(run / "tasks") out=(runs / "compare-asy
     {{venv}}/computerrl spawn-envs --stop --out {{out}}/envs; [ $status = 0 ] || exit $status
     {{venv}}/python -m computerrl.bench.bench_async --compare {{out}}
 
+# One arm of issue 42 (docs/rl-arms.md): RL 1 from seed `seed`'s BC, shared by every arm (built once in
+# runs/arms/seed-N with its suite and its greedy eval on 96 valid tasks), evaluated on those valid tasks only, each
+# iteration on the first 24 of them (`track`). `settings`: the arm's, e.g. --set grpo.anchor=nll. Resumes.
+[group("bench")]
+rl-arm name seed *settings: install
+    base={{runs}}/arms/seed-{{seed}}; arm={{runs}}/arms/{{name}}/seed-{{seed}}; \
+    common="--seed {{seed}} --set suite=$base/tasks --set valid_tasks=96 --set eval_tasks=$base/tasks/valid --set explore_tasks=0"; \
+    {{venv}}/computerrl entropulse --out $base $common --set stop_after=bc && mkdir -p $arm && \
+    for d in bc eval-bc; do [ -e $arm/$d ] || cp -r $base/$d $arm/$d; done && \
+    {{venv}}/computerrl entropulse --out $arm $common --set stop_after=rl1 --set track=24 --set rl_iterations=6 {{settings}}
+
 # Score every supported task of a folder untouched on fresh desktops and list those that start solved.
 [group("tasks")]
 tasks-audit dir count="4" out=(runs / "audit"):
