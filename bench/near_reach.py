@@ -2,8 +2,9 @@
 
     python -m computerrl.bench.near_reach --out runs/near --seed 0 --tasks 4 --samples 16
 
-Runs the demo's schedule up to BC (its suite, with calc_bold_column held out; BC evaluated on one test task
-only: the phase's figures are not what is measured here), then plays the first --tasks near tasks of the
+Runs the demo's schedule up to BC (its suite, with calc_bold_column held out, its test split cut to 4 tasks a
+template: only the near ones are played; BC evaluated on one test task only: the phase's figures are not what
+is measured here), then plays the first --tasks near tasks of the
 suite's test split --samples times each at temperature 1 with the BC checkpoint. pass@K is the unbiased
 estimator over those plays. A near template whose pass@K is 0 would need more than RL to reach.
 Resumes (every stage does). Prints its figures, then one JSON line of results.
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--samples", type=int, default=16, help="K: plays of each at T = 1")
     args = p.parse_args(argv)
     console = Console(soft_wrap=True)
-    s = schedule("demo", assignments=["stop_after=bc", "eval_limit=1", "explore_tasks=0"])
+    s = schedule("demo", assignments=["stop_after=bc", "eval_limit=1", "explore_tasks=0", "test_tasks=36"])
     near = {t.name for t in all_templates() if t.near and t.name in s.holdout.split(",")}
     run_dir = args.out / f"seed-{args.seed}"
     run(s, run_dir, "embedded", args.seed, console)

@@ -30,8 +30,6 @@ from computerrl.policy.grpo_loss import Clip, rows_loss
 from computerrl.policy.logprobs import response_logprobs
 from test_grpo_loss import tiny_model
 
-trl = pytest.importorskip("trl", reason="trl is a test dependency (pyproject's dev extra)")
-
 PROMPTS = [[1, 5, 7, 9, 3], [2, 4, 6], [3, 3, 8, 1], [9, 2]]
 ANSWERS = [[11, 12, 13], [14, 15, 16, 17, 2], [21, 22], [23, 24, 25, 26]]
 ADVANTAGES = [1.3, -0.7, 0.4, -1.0]
