@@ -35,14 +35,9 @@ SPLITS = ("seen", "near", "far")  # a task's template: trained on; held out, nea
 
 
 def split_of(result: dict) -> str:
-    """Which of SPLITS an eval result's task belongs to (a template this build no longer knows is "far")."""
-    from computerrl.envs.tasks.suites import TEMPLATES, all_templates
-
-    if not result["ood"]:
-        return "seen"
-    all_templates()  # loads the registry
-    template = TEMPLATES.get(result.get("template") or "")
-    return "near" if template is not None and template.near else "far"
+    """Which of SPLITS an eval result's task belongs to (eval writes it; older evals only say held out or not,
+    and their held-out tasks count as far)."""
+    return result.get("split") or ("far" if result["ood"] else "seen")
 
 
 def exploration(summary: dict) -> dict:

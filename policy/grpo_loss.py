@@ -73,7 +73,6 @@ class Clip:
             raise ValueError(f"anchor {self.anchor!r}: expected one of {', '.join(map(repr, ANCHORS))}")
 
 
-
 def token_losses(logp, old_logp, advantages, clip: Clip, *, ref_logp=None, is_weight=None, scale=None, anchored=None):
     """Per-token GRPO loss and the per-token quantities logged beside it.
 

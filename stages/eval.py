@@ -77,6 +77,18 @@ def run(cfg: EvalConfig, console=None) -> dict:
     return summary
 
 
+def task_split(item) -> str:
+    """seen (a template trained on), near (held out, its template declares the trained one whose calls it makes
+    on a new target) or far (held out, any other): the report's columns (data/report.SPLITS)."""
+    from computerrl.envs.tasks.suites import TEMPLATES, all_templates
+
+    if not item.ood:
+        return "seen"
+    all_templates()  # loads the registry
+    template = TEMPLATES.get(item.template or "")
+    return "near" if template is not None and template.near else "far"
+
+
 def per_task(trajectories: list[dict], items, samples: int) -> list[dict]:
     """One result row per task from its K trajectory records (aborted ones counted apart)."""
     from computerrl.envs.service.episode import EVALUATOR_ERROR
@@ -88,6 +100,7 @@ def per_task(trajectories: list[dict], items, samples: int) -> list[dict]:
         steps = [r for t in played for r in t["rows"]]
         entropies = [r["entropy"] for r in steps if not math.isnan(r["entropy"])]
         rows.append({"task_id": item.task_id, "domain": item.domain, "ood": item.ood, "template": item.template,
+                     "split": task_split(item),
                      "samples": len(played), "successes": sum(t["success"] for t in played),
                      "success_rate": sum(t["success"] for t in played) / len(played) if played else 0.0,
                      "pass_at_k": pass_at_k(len(played), sum(t["success"] for t in played), samples)

@@ -233,8 +233,6 @@ def stages() -> dict[str, tuple[type, Any]]:
             "filter-success": (filter_success.FilterSuccessConfig, filter_success.run)}
 
 
-
-
 def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run: bool = False) -> list[dict]:
     """The schedule for one seed into `out`; prints its table and returns its phase rows."""
     from rich.console import Console
@@ -261,7 +259,6 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     training = dict(train_layers=s.train_layers, dtype=s.dtype, gradient_checkpointing=s.gradient_checkpointing)
     phases: list[dict] = []
     history: list[list[Path]] = []  # the RL phases' rollouts so far, one list an iteration (rl_draw signal, gain)
-
     eval_tasks = Path(s.eval_tasks) if s.eval_tasks else tasks / "test"
 
     def evaluate(phase: str, checkpoint: str) -> None:

@@ -131,26 +131,35 @@ def test_a_runs_kept_report_files_give_the_same_report_as_the_run(tmp_path):
 
 def test_held_out_tasks_are_near_where_their_template_reuses_a_trained_ones_calls_else_far(tmp_path):
     """calc_bold_column (bold_header's call on column A) is "near", calc_font_color (a keyword no train task
-    shows) "far": the table gives each its column, and a template this build does not know counts as far."""
+    shows) "far": eval says which, the table gives each its column, and an older eval's held-out tasks are far."""
+    import types
+
     import datasets
 
     from computerrl.data.datasets_io import save_atomic
-    from computerrl.data.report import phase_row, split_of
+    from computerrl.data.report import phase_row
+    from computerrl.stages.eval import task_split
 
-    rows = [("t0", False, "calc_bold_header", 1), ("t1", True, "calc_bold_column", 1), ("t2", True, "calc_bold_column", 0),
-            ("t3", True, "calc_font_color", 0), ("t4", True, "no_such_template", 0)]
-    save_atomic(datasets.Dataset.from_list([{"task_id": t, "ood": ood, "template": name, "samples": 1, "successes": w}
-                                            for t, ood, name, w in rows]), tmp_path / "eval-bc" / "results")
-    (tmp_path / "eval-bc" / "summary.json").write_text('{"overall": {"mean_entropy": 0.1}}')
+    def item(ood, template):
+        return types.SimpleNamespace(ood=ood, template=template)
+
+    assert [task_split(item(False, "calc_bold_column")), task_split(item(True, "calc_bold_column")),
+            task_split(item(True, "calc_font_color")), task_split(item(True, "no_such_template"))] == \
+        ["seen", "near", "far", "far"]
+    rows = [("t0", False, "seen", 1), ("t1", True, "near", 1), ("t2", True, "near", 0), ("t3", True, "far", 0)]
+    save_atomic(datasets.Dataset.from_list([{"task_id": t, "ood": ood, "split": split, "samples": 1, "successes": w}
+                                            for t, ood, split, w in rows]), tmp_path / "eval-bc" / "results")
     row = phase_row("bc", {"overall": {"mean_entropy": 0.1}}, tmp_path / "eval-bc")
     assert {t: kind for t, (kind, _) in row["outcomes"].items()} == {"t0": "seen", "t1": "near", "t2": "near",
-                                                                   "t3": "far", "t4": "far"}
+                                                                   "t3": "far"}
     assert pooled([row], "near")["rate"] == 0.5 and pooled([row], "far")["rate"] == 0.0
-    assert split_of({"ood": False, "template": "calc_bold_column"}) == "seen"  # trained on: seen, near or not
     console = Console(record=True, width=80)
     console.print(schedule_report({0: [row]}))
     header = next(line.split() for line in console.export_text().splitlines() if line.strip().startswith("phase"))
     assert header[header.index("seen"):header.index("seen") + 3] == ["seen", "near", "far"]
+    evaluated(tmp_path / "old", [True, False], ood_from=1)  # an eval from before the split column
+    assert [kind for kind, _ in phase_row("old", {"overall": {"mean_entropy": 0}}, tmp_path / "old")["outcomes"].values()] \
+        == ["seen", "far"]
 
 
 def test_tracked_iterations_show_their_success_what_they_kept_of_bc_and_the_drift_of_bcs_answers(tmp_path):
