@@ -88,9 +88,9 @@ def test_build_rejects_an_unknown_template(tmp_path):
 
 @pytest.fixture(scope="module")
 def replayed(server, tmp_path_factory):
-    """Instance 0 of every template, a deliberately broken copy and one that starts solved, each played
-    twice through an EnvPool on one desktop: its reference solution and its untouched start (about 2 s
-    a play)."""
+    """Instance 0 of every template, an overreaching answer to the near template, a deliberately broken copy
+    and one that starts solved, each played twice through an EnvPool on one desktop: its reference solution and
+    its untouched start (about 2 s a play)."""
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.backends.base import EnvHandle
     from computerrl.envs.fleet.pool import EnvPool
@@ -104,10 +104,14 @@ def replayed(server, tmp_path_factory):
     broken.solution = ["CalcTools.save()", "Agent.exit(True)"]  # saves the unsorted sheet
     solved = dataclasses.replace(make("calc_sort_column", 7, 0))  # its setup downloads the sorted gold file
     solved.task = json.loads(json.dumps({**solved.task, "id": "solved-sort"}).replace("/book.xlsx\"", "/gold.xlsx\""))
+    overreach = dataclasses.replace(make("calc_bold_column", 7, 0))  # bolds the whole table, header and numbers too
+    overreach.task = {**overreach.task, "id": "overreach-bold-column"}
+    overreach.solution = [f"CalcTools.format_range('A1:D{len(overreach.params['rows'])}', bold=True)",
+                          "CalcTools.save()", "Agent.exit(True)"]
     files = tmp_path_factory.mktemp("suite-files")
     write_files(instances, files)
     srv.slots[0].desktop.file_cache = files  # white box: the server's --cache
-    every = instances + [broken, solved]
+    every = instances + [overreach, broken, solved]
     plays = [ScriptedPlay(i.task["id"], i.task, i.domain, tuple(i.solution)) for i in every] + \
             [ScriptedPlay(i.task["id"] + ":untouched", i.task, i.domain, NO_ACTION) for i in every]
     pool = EnvPool([EnvHandle("test", f"127.0.0.1:{srv.port}", "local")], max_steps=30)
@@ -137,6 +141,15 @@ def test_one_instance_of_every_template_replays_to_one_and_none_starts_solved(re
         assert json.loads(rows[1]["observation"])["last_result"] == rows[0]["exec_result"]
     for inst, u in zip(instances, untouched):  # each was scored, with no action taken
         assert not u.aborted and len(u.rows) == 1 and u.rows[0]["done"], (inst.template, u.error)
+
+
+@pytest.mark.desktop
+def test_the_near_template_refuses_bolding_the_whole_table(replayed):
+    """calc_bold_column asks for column A's names: bold_header's habit stretched over every row (what BC tried)
+    bolds them too, and must not pass."""
+    instances, results, _ = replayed
+    overreach = results[len(instances)]
+    assert not overreach.success and not overreach.aborted and overreach.rows[-1]["reward"] == 0.0
 
 
 @pytest.mark.desktop

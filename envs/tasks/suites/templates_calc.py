@@ -94,8 +94,10 @@ def bold_column(rng, index):
     _, rows = _header_table(rng)
     cells = [f"A{r}" for r in range(2, len(rows) + 1)]
     span = f"A2:A{len(rows)}"
+    # the header and the numbers stay as they were: bolding the whole table (bold_header's habit, stretched) fails
+    rules = SHEET_DATA + _cell_rules(cells, "font_bold", True) + _cell_rules(["A1", "B2"], "font_bold", True, "ne")
     return calc_task(f"Make the names in column A ({span}) bold and save the file.", rows,
-                     _styled(rows, cells, bold=True), SHEET_DATA + _cell_rules(cells, "font_bold", True),
+                     _styled(rows, cells, bold=True), rules,
                      [f"CalcTools.format_range({span!r}, bold=True)", *SAVE_EXIT], {"rows": rows})
 
 
