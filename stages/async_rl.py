@@ -79,9 +79,8 @@ class AsyncRLConfig(PlayConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        from computerrl.stages.grpo import update_settings
-
-        update_settings(self.grpo, "--grpo ")  # said now, not at the first update
+        if bad := [item for item in self.grpo if "=" not in item]:
+            raise ValueError(f"--grpo {bad[0]!r}: expected KEY=VALUE")  # names and types: `computerrl async-rl`'s
         if self.groups < 1 or self.updates < 1 or self.max_lag < 0 or self.retries < 0:
             raise ValueError("--groups and --updates must be at least 1, --max-lag and --retries at least 0")
         if self.engine == "openai":
@@ -362,14 +361,14 @@ def grpo_process(cfg: AsyncRLConfig, console) -> Train:
     def train(version: int, batch: Path, checkpoint: str) -> tuple[str, str]:
         from computerrl.policy.checkpoint import policy_version
 
-        from computerrl.stages.grpo import update_settings
         from computerrl.data.config import cli_args
 
         out = cfg.out / f"policy-{version}"
         command = (shlex.split(cfg.launcher) if cfg.launcher else [sys.executable]) + [
             "-m", "computerrl.cli.main", "grpo", "--rollouts", str(batch), "--model", checkpoint, "--out", str(out),
             "--ref", cfg.model, "--temperature", str(cfg.temperature or 1.0), "--seed", str(cfg.seed + version),
-            *cli_args(update_settings(cfg.grpo, "--grpo "))]
+            *cli_args({k: {"true": True, "false": False}.get(v.lower(), v)  # booleans as grpo's flags
+                       for k, _, v in (item.partition("=") for item in cfg.grpo)})]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"`{shlex.join(command)}` exited with {done.returncode}:\n{done.stderr[-2000:]}")

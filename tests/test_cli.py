@@ -26,12 +26,12 @@ from computerrl.cli.main import app
 from computerrl.cli.options import REQUIRED
 from computerrl.envs.fleet.pidfile import is_supervisor
 from computerrl.stages import eval as eval_stage
-from computerrl.stages import async_rl, build_apis, filter_success, grpo, rollout, sft, spawn_envs, tasks_build
+from computerrl.stages import build_apis, filter_success, grpo, rollout, sft, spawn_envs, tasks_build
 
 STAGES = {"spawn-envs": (spawn_envs_cli.command, spawn_envs.SpawnEnvsConfig),
           "rollout": (rollout_cli.command, rollout.RolloutConfig),
           "grpo": (grpo_cli.command, grpo.GRPOConfig),
-          "async-rl": (async_rl_cli.command, async_rl.AsyncRLConfig),
+          "async-rl": (async_rl_cli.command, async_rl_cli.CheckedAsyncRLConfig),
           "filter-success": (filter_success_cli.command, filter_success.FilterSuccessConfig),
           "sft": (sft_cli.command, sft.SFTConfig),
           "eval": (eval_cli.command, eval_stage.EvalConfig)}
