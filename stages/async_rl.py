@@ -80,7 +80,7 @@ class AsyncRLConfig(PlayConfig):
     def __post_init__(self):
         super().__post_init__()
         if bad := [item for item in self.grpo if "=" not in item]:
-            raise ValueError(f"--grpo {bad[0]!r}: expected KEY=VALUE")  # names and types: `computerrl async-rl`'s
+            raise ValueError(f"--grpo {bad[0]!r}: expected KEY=VALUE")  # names, types, values: cli/async_rl.py
         if self.groups < 1 or self.updates < 1 or self.max_lag < 0 or self.retries < 0:
             raise ValueError("--groups and --updates must be at least 1, --max-lag and --retries at least 0")
         if self.engine == "openai":
@@ -359,9 +359,8 @@ def grpo_process(cfg: AsyncRLConfig, console) -> Train:
     import subprocess
 
     def train(version: int, batch: Path, checkpoint: str) -> tuple[str, str]:
-        from computerrl.policy.checkpoint import policy_version
-
         from computerrl.data.config import cli_args
+        from computerrl.policy.checkpoint import policy_version
 
         out = cfg.out / f"policy-{version}"
         command = (shlex.split(cfg.launcher) if cfg.launcher else [sys.executable]) + [
