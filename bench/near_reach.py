@@ -4,8 +4,8 @@
 
 Runs the demo's schedule up to BC (its suite, with calc_bold_column held out, its test split cut to 4 tasks a
 template: only the near ones are played; BC evaluated on one test task only: the phase's figures are not what
-is measured here), then plays the first --tasks near tasks of the
-suite's test split --samples times each at temperature 1 with the BC checkpoint. pass@K is the unbiased
+is measured here), then plays the first --tasks near tasks of the suite's test split --samples times each at
+temperature 1 with the BC checkpoint. pass@K is the unbiased
 estimator over those plays. A near template whose pass@K is 0 would need more than RL to reach.
 Resumes (every stage does). Prints its figures, then one JSON line of results.
 """
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
         summary = eval_stage.run(eval_stage.EvalConfig(
             tasks=run_dir / "near-tasks", envs=envs, model=str(run_dir / "bc"), samples=args.samples, temperature=1.0,
             max_steps=s.max_steps, max_new_tokens=s.max_new_tokens, budgets=s.budgets, seed=args.seed,
-            out=run_dir / f"near-pass-at-{args.samples}"), console)
+            screenshots=False, out=run_dir / f"near-pass-at-{args.samples}"), console)
     finally:
         spawn(SpawnEnvsConfig(out=envs, stop=True))
     overall = summary["overall"]
