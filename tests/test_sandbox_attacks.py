@@ -26,6 +26,7 @@ import time
 import pytest
 
 from conftest import act, descendants, home_of, wait_until
+from computerrl.envs.service.scripted import response
 from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.fleet.pool import wait_healthy
 from computerrl.envs.desktop.sandbox import Limits
@@ -564,3 +565,70 @@ def test_an_evaluation_script_the_agent_rewrote_cannot_touch_the_keeper_or_stay(
         assert host_processes(desktop)[desktop.sandbox.pid][0] != "T"  # the keeper runs on
         assert not any(cmd.startswith(("sleep 2", "sleep 120")) for _, cmd in host_processes(desktop).values())
         assert srv.slots[0].replacements == before and client.health().healthy
+
+
+# an episode the agent would abort ------------------------------------------------------------
+TRIVIAL = {"func": "check_include_exclude", "result": {"type": "vm_command_line", "command": "echo scored"},
+           "expected": {"type": "rule", "rules": {"include": ["scored"], "exclude": []}}}  # any episode scores 1
+TITLE_BLOAT = r'''
+import ctypes
+x = ctypes.CDLL("libX11.so.6")
+x.XOpenDisplay.restype = ctypes.c_void_p
+x.XDefaultRootWindow.argtypes, x.XDefaultRootWindow.restype = [ctypes.c_void_p], ctypes.c_ulong
+x.XInternAtom.argtypes, x.XInternAtom.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int], ctypes.c_ulong
+x.XGetWindowProperty.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_long, ctypes.c_long,
+                                 ctypes.c_int, ctypes.c_ulong] + [ctypes.c_void_p] * 5
+x.XChangeProperty.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+d = x.XOpenDisplay(None)
+root = x.XDefaultRootWindow(d)
+kind, fmt, n, after, data = ctypes.c_ulong(), ctypes.c_int(), ctypes.c_ulong(), ctypes.c_ulong(), ctypes.c_void_p()
+x.XGetWindowProperty(d, root, x.XInternAtom(d, b"_NET_ACTIVE_WINDOW", 0), 0, 1, 0, 0, ctypes.byref(kind),
+                     ctypes.byref(fmt), ctypes.byref(n), ctypes.byref(after), ctypes.byref(data))
+terminal = ctypes.cast(data, ctypes.POINTER(ctypes.c_ulong))[0]
+chunk = b"A" * (4 << 20)
+STRING = 31
+for name, kind in ((b"_NET_WM_NAME", x.XInternAtom(d, b"UTF8_STRING", 0)), (b"WM_NAME", STRING), (b"WM_CLASS", STRING)):
+    for _ in range(9):  # 9 x 4 MB appended to each: what the next reply's window list reads
+        x.XChangeProperty(d, terminal, x.XInternAtom(d, name, 0), kind, 8, 2, chunk, len(chunk))
+x.XSync(d, 0)
+print("bloated", flush=True)
+'''
+
+
+def test_a_title_of_megabytes_neither_bloats_nor_aborts_the_episode(two, env0):
+    """Issue 43 row 5: 36 MB appended to its terminal's title made the next Step's reply exceed gRPC's
+    64 MB, and `play()` raised out of the episode: an abort the agent could choose. Titles are read cut
+    now, every reply is bounded, and the episode goes on to a score."""
+    from computerrl.envs.desktop.x11 import TITLE_CHARS
+
+    srv, client = two
+    env0.reset(options={"task": {"id": "bloat", "instruction": "x", "evaluator": TRIVIAL}})
+    agent_runs(env0, TITLE_BLOAT, "bloat.txt")
+    read_output(srv.slots[0].desktop, "bloat.txt", "bloated")
+    reply = client.step(response("Agent.wait()"), env0.episode, 0)
+    titles = [w.title for w in reply.observation.windows]
+    assert reply.action_valid and any(t.startswith("A" * 100) for t in titles), titles
+    assert max(map(len, titles)) <= TITLE_CHARS and reply.ByteSize() < 1 << 20, reply.ByteSize()
+    _, reward, terminated, _, info = env0.step(response("Agent.exit(True)"))
+    assert terminated and reward == 1.0 and not info["aborted"] and "failed" not in info, info
+
+
+def test_a_reply_too_large_for_the_client_fails_the_episode_instead_of_aborting_it(two, monkeypatch):
+    """Whatever reply the server cannot get across (here Calc's observation to a client whose limit is
+    4 KB, a stand-in for any reply too large) ends the episode as a failure with the reason: `play()`
+    returns it as data, it raises nothing and aborts nothing."""
+    from computerrl.envs.service import client as client_module
+    from computerrl.envs.service.episode import play
+    from computerrl.envs.service.scripted import ScriptedPolicy
+
+    srv, _ = two
+    monkeypatch.setattr(client_module, "MAX_MESSAGE_BYTES", 4 << 10)  # an empty desktop's reset fits
+    small = EnvClient(f"127.0.0.1:{srv.port}", timeout_s=90)
+    try:
+        trajectory = play(DesktopEnv(small, 1, max_steps=3), ScriptedPolicy([response("Agent.open_app('calc')")]),
+                          {"id": "too-large", "instruction": "x", "evaluator": TRIVIAL})
+    finally:
+        small.close()
+    assert not trajectory.aborted and not trajectory.success and len(trajectory.rows) == 1, trajectory
+    assert "RESOURCE_EXHAUSTED" in trajectory.detail and not trajectory.rows[0]["action_valid"], trajectory.detail

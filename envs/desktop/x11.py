@@ -26,6 +26,10 @@ from Xlib.error import XError
 
 FAMILY_LOCAL, FAMILY_WILD = 256, 65535  # Xauthority address families: a host name; any address
 X_TIMEOUT_S = 10.0  # an X request unanswered this long: the display is wedged
+# Every window's properties are any X client's to set, at any length (an agent appending megabytes to its
+# own window's title): what is read of them is bounded, so an observation stays small whatever the agent did.
+TITLE_CHARS = 256  # a window's title as observed
+MAX_WINDOWS = 64  # windows listed, in the client list's order
 _granted: dict[str, bytes] = {}  # display number -> cookie, for this process's connections
 _own_file: tuple[int, str] | None = None  # (pid, path): this process's Xauthority file
 _grant_lock = threading.Lock()
@@ -92,7 +96,8 @@ class Screen:
         self._d = xdisplay.Display(display)
         self._root = self._d.screen().root
         self._atoms = {n: self._d.intern_atom(n) for n in
-                       ("_NET_CLIENT_LIST", "_NET_ACTIVE_WINDOW", "_NET_WM_NAME", "_NET_WM_PID", "UTF8_STRING")}
+                       ("_NET_CLIENT_LIST", "_NET_ACTIVE_WINDOW", "_NET_WM_NAME", "_NET_WM_PID", "UTF8_STRING",
+                        "WM_NAME", "WM_CLASS")}
         self._grabber = None  # mss instance, made on first screenshot
         self._deadline = 0.0  # monotonic time by which the call in flight must be answered (0 = none)
         self._cut = False
@@ -124,9 +129,14 @@ class Screen:
         s = self._d.screen()
         return s.width_in_pixels, s.height_in_pixels
 
-    def _prop(self, win, name: str):
-        p = win.get_full_property(self._atoms[name], X.AnyPropertyType)
-        return p.value if p is not None else None
+    def _prop(self, win, name: str, longs: int = 64):
+        """The property's value, at most its first `longs` 32-bit units (None when it is not set)."""
+        p = win.get_property(self._atoms[name], X.AnyPropertyType, 0, longs)
+        return p.value if p is not None and p.property_type != X.NONE else None
+
+    def _text(self, win, name: str, chars: int) -> str:
+        value = self._prop(win, name, chars)  # a character is at most 4 bytes of UTF-8
+        return value.decode("utf-8", "replace")[:chars] if isinstance(value, bytes) else ""
 
     def active_window_id(self) -> int:
         v = self._prop(self._root, "_NET_ACTIVE_WINDOW")
@@ -138,17 +148,16 @@ class Screen:
             return self._windows()
 
     def _windows(self) -> list[Window]:
-        ids = self._prop(self._root, "_NET_CLIENT_LIST")
+        ids = self._prop(self._root, "_NET_CLIENT_LIST", MAX_WINDOWS)
         active = self.active_window_id()
         out = []
         for wid in ids if ids is not None else []:
             try:
                 w = self._d.create_resource_object("window", int(wid))
-                title = self._prop(w, "_NET_WM_NAME")
-                title = title.decode("utf-8", "replace") if isinstance(title, bytes) else (w.get_wm_name() or "")
-                cls = w.get_wm_class()
-                pid = self._prop(w, "_NET_WM_PID")
-                out.append(Window(int(wid), str(title), cls[1] if cls else "", int(pid[0]) if pid is not None else 0,
+                title = self._text(w, "_NET_WM_NAME", TITLE_CHARS) or self._text(w, "WM_NAME", TITLE_CHARS)
+                cls = self._text(w, "WM_CLASS", TITLE_CHARS).split("\0")  # instance, class
+                pid = self._prop(w, "_NET_WM_PID", 1)
+                out.append(Window(int(wid), title, cls[1] if len(cls) > 1 else "", int(pid[0]) if pid else 0,
                                   int(wid) == active))
             except XError:  # the window vanished between the list and the query
                 continue

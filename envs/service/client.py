@@ -4,7 +4,10 @@
 `step(action) -> (obs, reward, terminated, truncated, info)`, `close()` safe twice — over one
 desktop of one env server. A desktop or server lost mid-episode does not raise: the episode
 ends truncated with `info["aborted"]` saying why, because an abort must never be trained on as
-a failure.
+a failure. A step or an evaluation the server could not answer for a reason the episode itself may
+have made (a reply too large to send, an error inside the server) does not raise either: the
+episode ends as a failure, with `info["failed"]` saying why; were it an abort, an agent about to fail
+could provoke one to have its episode left out.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from computerrl.envs.service.proto import env_pb2, env_pb2_grpc
 # Status codes that mean "this episode is gone" (desktop replaced, server dead or hung).
 LOST_CODES = (grpc.StatusCode.ABORTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
               grpc.StatusCode.CANCELLED)
+# Status codes of a call the server could not serve for what the episode made: the episode fails.
+FAILED_CODES = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
@@ -28,6 +33,10 @@ class EnvError(RuntimeError):
 
 class EnvLost(EnvError):
     """The desktop or its server was lost; the episode in flight is aborted."""
+
+
+class EnvFailed(EnvError):
+    """The server could not serve the call, for a reason the episode may have made; the episode fails."""
 
 
 class EnvClient:
@@ -44,7 +53,7 @@ class EnvClient:
         try:
             return getattr(self._stub, method)(request, timeout=timeout_s or self.timeout_s, metadata=self._metadata)
         except grpc.RpcError as e:
-            kind = EnvLost if e.code() in LOST_CODES else EnvError
+            kind = EnvLost if e.code() in LOST_CODES else EnvFailed if e.code() in FAILED_CODES else EnvError
             raise kind(f"{method} on {self.address}: {e.code().name}: {e.details()}") from None
         except ValueError as e:  # the channel was closed under us (the pool replaced this server)
             raise EnvLost(f"{method} on {self.address}: {e}") from None
@@ -136,6 +145,10 @@ class DesktopEnv:
         except EnvLost as e:
             self.aborted = str(e)
             return self._last_obs, 0.0, False, True, {"aborted": self.aborted, "action_valid": False}
+        except EnvFailed as e:
+            return self._last_obs, 0.0, True, False, {
+                "action_valid": False, "action": None, "exec_result": f"The step failed on the server: {e}",
+                "failed": str(e), "score": 0.0, "score_detail": f"the episode failed on the server: {e}", "aborted": ""}
         self._last_obs = observation_dict(r.observation)
         info = {"action_valid": r.action_valid, "action": json.loads(r.action_json) if r.action_json else None,
                 "exec_result": r.exec_result, "exit_success": r.exit_success, "elapsed_s": r.elapsed_s,

@@ -66,6 +66,15 @@ SCREENSHOT_WAIT_S = 2.0  # how long a Screenshot waits for the call running on i
 ANSWER_S = 15.0  # a call still running this long before the client's deadline has its desktop killed
 CALL_MIN_S, CALL_MAX_S = 20.0, 600.0  # bounds on how long a call may hold its desktop before that
 SERVER_MEMORY_MB = 4096  # the server's own process (`--server-memory-mb`); its desktops have caps of their own
+# Every reply is bounded, whatever the agent made of its desktop (a tree of a million cells, an API result of
+# megabytes; window titles are cut where X is read): a reply over the client's limit would not end its
+# episode as a step, it would abort it, and an agent must not be able to choose that.
+TREE_CHARS = 256_000  # the paper's prompt keeps ~32,000 characters of it
+TEXT_CHARS = 64_000  # app info, an action's result, a score's detail, a setup note
+
+
+def bounded(text: str, chars: int = TEXT_CHARS) -> str:
+    return text if len(text) <= chars else text[:chars - 1] + "…"
 
 
 class Slot:
@@ -168,8 +177,8 @@ def scaled_png(png: bytes, max_width: int) -> bytes:
 
 def observation_message(obs: Observation) -> env_pb2.Observation:
     return env_pb2.Observation(
-        screenshot=obs.screenshot, a11y_tree=obs.a11y_tree, focused_app=obs.focused_app, app_info=obs.app_info,
-        last_result=obs.last_result,
+        screenshot=obs.screenshot, a11y_tree=bounded(obs.a11y_tree, TREE_CHARS), focused_app=obs.focused_app,
+        app_info=bounded(obs.app_info), last_result=bounded(obs.last_result),
         windows=[env_pb2.Window(id=w.hex_id, title=w.title, app=app_of(w), focused=w.focused) for w in obs.windows])
 
 
@@ -251,7 +260,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             slot.step, slot.reset_s = 0, time.perf_counter() - start
             message = observation_message(obs)
             message.episode = slot.episode
-            message.setup_notes.extend(slot.desktop.setup_notes)
+            message.setup_notes.extend(bounded(n) for n in slot.desktop.setup_notes[:32])
             return message
 
     def _clean(self, slot: Slot) -> None:
@@ -320,7 +329,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             slot.step, slot.steps, slot.step_s = slot.step + 1, slot.steps + 1, time.perf_counter() - start
             return env_pb2.StepResult(
                 observation=observation_message(obs), action_valid=not isinstance(action, InvalidAction),
-                action_json="" if isinstance(action, InvalidAction) else action.to_json(), exec_result=result,
+                action_json="" if isinstance(action, InvalidAction) else action.to_json(), exec_result=bounded(result),
                 done=done, exit_success=exit_success, elapsed_s=slot.step_s)
 
     def _task(self, task_json: str, context) -> Task | None:
@@ -388,7 +397,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             try:
                 score, detail = evaluate(slot.desktop, slot.task, slot.exit_success)
             except EvaluatorError as e:
-                return env_pb2.Score(score=0.0, configured=True, detail=str(e), evaluator_error=str(e))
+                return env_pb2.Score(score=0.0, configured=True, detail=bounded(str(e)), evaluator_error=bounded(str(e)))
             except Exception as e:  # noqa: BLE001
                 # The desktop as the episode left it defeated the evaluation (a window the postconfig wants
                 # was closed, the task's own script the agent rewrote broke the sandbox, steps ran past
@@ -397,7 +406,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                     log.exception("desktop %d: evaluation failed", slot.index)
                 why = slot.replace_if_dead()
                 score, detail = 0.0, f"evaluation failed: {e}" + (f"; the desktop broke ({why})" if why else "")
-            return env_pb2.Score(score=score, configured=True, detail=detail,
+            return env_pb2.Score(score=score, configured=True, detail=bounded(detail),
                                  agent_code="; ".join(slot.task.agent_code()))
 
     def Health(self, request, context):

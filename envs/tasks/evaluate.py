@@ -50,7 +50,8 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
             try:  # out of this process: the metric parses what the agent made
                 score = metric_worker.score(name, result, gold, opts or {}, budget.left(metric_worker.CPU_S))
             except ValueError as e:
-                if isinstance(e, metric_worker.MetricRaised) and not failed and _fails_on_gold(name, exp, gold, opts):
+                if isinstance(e, metric_worker.MetricRaised) and not failed and \
+                        _fails_on_gold(name, exp, gold, opts, budget.left(metric_worker.CPU_S)):
                     broken.append(f"{name} fails on the task's own expected file: {e}")
                     continue
                 score, notes = 0.0, notes + [f"{name} failed on the output: {e}"]  # the agent's: a wrong output
@@ -66,15 +67,17 @@ def evaluate(desktop: "Desktop", task: Task, exit_success: bool | None) -> tuple
     return total, "; ".join([", ".join(f"{m}={s:g}" for m, s in zip(task.metrics, scores)), *notes, *broken])
 
 
-def _fails_on_gold(name: str, spec, gold, opts) -> bool:
+def _fails_on_gold(name: str, spec, gold, opts, timeout_s: float) -> bool:
     """Whose fault a metric's exception is: the task's own expected file, from its cache (never anything
-    the agent could have placed), scored against itself with the metric's full time. If the metric raises
-    there too, the evaluator is broken; if it scores it, the agent's output broke it: a wrong output.
-    (Were every failure the evaluator's, an agent could corrupt its answer to have a failure left out.)"""
+    the agent could have placed), scored against itself. If the metric raises there too, the evaluator is
+    broken; if it scores it, the agent's output broke it: a wrong output. (Were every failure the
+    evaluator's, an agent could corrupt its answer to have a failure left out.) Within what is left of the
+    evaluation's budget: with time of its own, an output that made the metric slow could make the
+    evaluation outlast its client's deadline, and the episode would be lost instead of failed."""
     if not (isinstance(spec, dict) and spec.get("type") == "cloud_file" and isinstance(gold, str) and gold):
         return False
     try:
-        metric_worker.score(name, gold, gold, opts or {}, metric_worker.CPU_S)
+        metric_worker.score(name, gold, gold, opts or {}, timeout_s)
     except metric_worker.MetricRaised:
         return True
     except ValueError:  # timed out, killed, out of memory: nothing learnt about the evaluator
