@@ -94,7 +94,8 @@ def check(
              "into a file cache for env servers' --cache: atomic, resumable (a rerun fetches only what is missing), "
              "a clear error per URL. Task files are treated as hostile: http(s) only, every hop (redirects too) to "
              "public addresses only (loopback, link-local and private ones are refused unless --allow-host names "
-             "them), a size cap per file, one deadline per URL; only regular *.json files are read.")
+             "them with their port), a size cap per file, one deadline per URL; only regular *.json files inside "
+             "FOLDER are read.")
 def fetch(
     folder: Annotated[Path, typer.Argument(help="Folder searched recursively for *.json task files (regular files "
                                            "only: a FIFO, socket or device is skipped, never opened).")],
@@ -104,17 +105,18 @@ def fetch(
     max_mb: Annotated[float, typer.Option(help="Largest file to keep, in MiB: a bigger one is refused and nothing "
                                           "of it kept.")] = 512.0,
     allow_host: Annotated[Optional[list[str]], typer.Option(
-        metavar="ADDRESS", help="An address or network (192.168.1.20, 10.0.0.0/8) to fetch from although it is not "
-                                "public, e.g. a mirror on your LAN; repeat for more. Every redirect is still "
-                                "checked.")] = None,
+        metavar="ADDRESS:PORT", help="An address or network with its port (192.168.1.20:8080, 10.0.0.0/8:443, "
+                                     "[::1]:8000) to fetch from although it is not public, e.g. a mirror on your "
+                                     "LAN; repeat for more. Every redirect is still checked: other ports of the "
+                                     "same host stay refused.")] = None,
 ):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from computerrl.envs.tasks.fetch import Cache, allowed_networks, download, folder_urls
+    from computerrl.envs.tasks.fetch import Cache, allowed_hosts, download, folder_urls
 
     try:
-        allow = allowed_networks(allow_host or [])
+        allow = allowed_hosts(allow_host or [])
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--allow-host") from None
     if not all(0 < x < float("inf") for x in (timeout_s, max_mb)):

@@ -388,6 +388,11 @@ def dns(monkeypatch):
     return fake
 
 
+def hostport(base: str) -> str:
+    """'127.0.0.1:PORT' of a base URL: what --allow-host lets through."""
+    return base.split("//", 1)[1]
+
+
 def downloading(tmp_path, *urls):
     """A task folder holding one task that downloads `urls` (its evaluator compares with the first)."""
     tasks = tmp_path / "tasks"
@@ -447,7 +452,7 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
             "evaluator": {**CALC_TASK["evaluator"], "expected": {"type": "cloud_file", "path": f"{base}/gold.txt",
                                                                  "dest": "gold.txt"}}})
         cache = tmp_path / "cache"
-        first = fetch(tasks, cache, "--allow-host", "127.0.0.1")
+        first = fetch(tasks, cache, "--allow-host", f"127.0.0.1:{server.server_port}")
         assert first.exit_code == 1 and f"{base}/missing.xlsx: HTTP 404" in first.output
         assert f"{base}/short.bin" in first.output and f"{base}/short.bin" not in json.loads(
             (cache / "index.json").read_text())  # cut short: never cached as if whole
@@ -457,7 +462,7 @@ def test_tasks_fetch_fills_the_cache_resumes_and_names_what_failed(tmp_path):
         assert not list(cache.rglob("*.part"))
         (served / "missing.xlsx").write_bytes(b"late")
         requests.clear()
-        again = fetch(tasks, cache, "--allow-host", "127.0.0.1")
+        again = fetch(tasks, cache, "--allow-host", f"127.0.0.1:{server.server_port}")
         assert "2 already in" in again.output and again.exit_code == 1  # short.bin still cut short
         assert requests and all("missing" in r or "short" in r for r in requests), requests  # only what was missing
         assert (cache / json.loads((cache / "index.json").read_text())[f"{base}/missing.xlsx"]).read_bytes() == b"late"
@@ -473,24 +478,32 @@ def test_tasks_fetch_refuses_a_loopback_address_unless_allowed(tmp_path):
         assert refused.exit_code == 1, refused.output
         assert f"{base}/fleet: refused: 127.0.0.1 is a loopback address" in refused.output
         assert asked == [] and cached(cache) == {}
-        allowed = fetch(tasks, cache, "--allow-host", "127.0.0.0/8")
+        port = int(hostport(base).split(":")[1])
+        other_port = fetch(tasks, cache, "--allow-host", f"127.0.0.0/8:{port - 1}")  # the host, not its port
+        assert other_port.exit_code == 1 and "refused: 127.0.0.1 is a loopback address" in other_port.output
+        allowed = fetch(tasks, cache, "--allow-host", f"127.0.0.0/8:{port}")
         assert allowed.exit_code == 0, allowed.output
         assert cached(cache) == {f"{base}/fleet": b"<h1>fleet console</h1>"}
-        by_name = fetch(tasks, cache, "--allow-host", "mirror.lan")
-        assert by_name.exit_code == 2 and "not 'mirror.lan'" in by_name.output
+        for bad in ("mirror.lan:80", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:http"):
+            refused = fetch(tasks, cache, "--allow-host", bad)
+            assert refused.exit_code == 2 and f"not {bad!r}" in refused.output, refused.output
 
 
 def test_tasks_fetch_checks_every_redirect_even_from_an_allowed_host(tmp_path, dns):
-    """An allowed mirror (127.0.0.1) redirects to the console (127.0.0.2, by address and by a name
-    DNS resolves to it): refused at the hop, the console never asked, nothing cached."""
-    with web({"/fleet": b"console", "/shot/env-000/1": b"\x89PNG"}, host="127.0.0.2") as (console, console_asked):
+    """An allowed mirror (127.0.0.1 and its port) redirects to the console (127.0.0.2, by address and by a
+    name DNS resolves to it; or another port of the mirror's own host): refused at the hop, the console never
+    asked, nothing cached."""
+    with web({"/fleet": b"console", "/shot/env-000/1": b"\x89PNG"}, host="127.0.0.2") as (console, console_asked), \
+            web({"/fleet": b"console"}) as (same_host, same_host_asked):
         dns["console.lan"] = ["127.0.0.2"]
         console_by_name = console.replace("127.0.0.2", "console.lan")
         with web({"/jump": redirect(f"{console}/fleet"), "/shot": redirect(f"{console_by_name}/shot/env-000/1"),
-                  "/data.xlsx": b"xlsx"}) as (mirror, _):
-            tasks = downloading(tmp_path, f"{mirror}/jump", f"{mirror}/shot", f"{mirror}/data.xlsx")
-            result = fetch(tasks, cache := tmp_path / "cache", "--allow-host", "127.0.0.1")
+                  "/port": redirect(f"{same_host}/fleet"), "/data.xlsx": b"xlsx"}) as (mirror, _):
+            tasks = downloading(tmp_path, f"{mirror}/jump", f"{mirror}/shot", f"{mirror}/port", f"{mirror}/data.xlsx")
+            result = fetch(tasks, cache := tmp_path / "cache", "--allow-host", hostport(mirror))
     assert result.exit_code == 1, result.output
+    assert f"{mirror}/port: redirected to {same_host}/fleet: refused: 127.0.0.1 is a loopback address" in result.output
+    assert same_host_asked == []
     assert f"{mirror}/jump: redirected to {console}/fleet: refused: 127.0.0.2 is a loopback address" in result.output
     assert (f"{mirror}/shot: redirected to {console_by_name}/shot/env-000/1: refused: console.lan (127.0.0.2) is a "
             "loopback address") in result.output
@@ -505,7 +518,7 @@ def test_tasks_fetch_connects_to_the_address_it_checked(tmp_path, dns):
         with web({"/data.xlsx": b"console"}, host="127.0.0.2", port=int(port)) as (_, console_asked):
             dns["mirror.test"] = ["127.0.0.1", "127.0.0.2"]
             url = f"http://mirror.test:{port}/data.xlsx"
-            result = fetch(downloading(tmp_path, url), tmp_path / "cache", "--allow-host", "127.0.0.1")
+            result = fetch(downloading(tmp_path, url), tmp_path / "cache", "--allow-host", f"127.0.0.1:{port}")
     assert result.exit_code == 0, result.output
     assert cached(tmp_path / "cache") == {url: b"mirror"} and console_asked == [] and dns.lookups == ["mirror.test"]
 
@@ -527,11 +540,13 @@ def test_a_name_that_resolves_to_a_non_public_address_is_refused(dns, name, answ
 
 
 def test_a_public_address_or_an_allowed_one_passes_the_check(dns):
-    from computerrl.envs.tasks.fetch import allowed_networks, resolve
+    from computerrl.envs.tasks.fetch import allowed_hosts, resolve
 
     dns["public"], dns["mirror"] = ["93.184.216.34"], ["10.1.2.3"]
     assert resolve("public", 80, []) == (socket.AF_INET, ("93.184.216.34", 80))  # resolved only: nothing contacted
-    assert resolve("mirror", 443, allowed_networks(["10.0.0.0/8"])) == (socket.AF_INET, ("10.1.2.3", 443))
+    assert resolve("mirror", 443, allowed_hosts(["10.0.0.0/8:443"])) == (socket.AF_INET, ("10.1.2.3", 443))
+    with pytest.raises(OSError, match="refused: mirror .* is a private address"):
+        resolve("mirror", 8080, allowed_hosts(["10.0.0.0/8:443"]))  # another port of the mirror
 
 
 def test_tasks_fetch_refuses_a_file_over_the_size_cap_and_keeps_nothing_of_it(tmp_path):
@@ -543,7 +558,7 @@ def test_tasks_fetch_refuses_a_file_over_the_size_cap_and_keeps_nothing_of_it(tm
 
     with web({"/announced.bin": b"x" * 50_000, "/unannounced.bin": unannounced, "/small.bin": b"s" * 100}) as (base, _):
         tasks = downloading(tmp_path, f"{base}/small.bin", f"{base}/announced.bin", f"{base}/unannounced.bin")
-        result = fetch(tasks, tmp_path / "cache", "--allow-host", "127.0.0.1", "--max-mb", "0.01")
+        result = fetch(tasks, tmp_path / "cache", "--allow-host", hostport(base), "--max-mb", "0.01")
     assert result.exit_code == 1, result.output
     assert f"{base}/announced.bin: refused: 50,000 bytes, over the 10,485-byte cap" in result.output
     assert f"{base}/unannounced.bin: refused: over the 10,485-byte cap" in result.output
@@ -567,7 +582,7 @@ def test_tasks_fetch_has_one_deadline_per_url_however_slowly_bytes_come(tmp_path
     with web({"/slow.bin": trickle}) as (base, _):
         start = time.monotonic()
         result = fetch(downloading(tmp_path, f"{base}/slow.bin"), tmp_path / "cache",
-                       "--allow-host", "127.0.0.1", "--timeout-s", "2")
+                       "--allow-host", hostport(base), "--timeout-s", "2")
         took = time.monotonic() - start
     assert result.exit_code == 1 and took < 10, (took, result.output)
     assert f"{base}/slow.bin: not done within 2 s" in result.output
@@ -579,7 +594,7 @@ def test_tasks_fetch_refuses_a_redirect_to_ftp(tmp_path):
         ftp_url = f"ftp://127.0.0.1:{ftp.getsockname()[1]}/a.xlsx"
         with web({"/a.xlsx": redirect(ftp_url)}) as (base, _):
             result = fetch(downloading(tmp_path, f"{base}/a.xlsx"), tmp_path / "cache",
-                           "--allow-host", "127.0.0.1", "--timeout-s", "3")
+                           "--allow-host", hostport(base), "--timeout-s", "3")
         ftp.setblocking(False)
         with pytest.raises(BlockingIOError):
             ftp.accept()  # no connection waiting
@@ -594,12 +609,15 @@ def test_tasks_fetch_skips_a_fifo_or_device_named_json_without_opening_it(tmp_pa
     write(tasks, "ok.json", {**CALC_TASK, "config": [], "evaluator": {"func": "infeasible"}})  # fetches nothing
     os.mkfifo(tasks / "x.json")  # opening it for reading waits for a writer that never comes
     (tasks / "null.json").symlink_to("/dev/null")
+    (tasks / "shadow.json").symlink_to("/etc/shadow")  # root-only: a fetch run as root would read it
+    (tasks / "again.json").symlink_to(tasks / "ok.json")  # a link inside the folder is followed
     done = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "tasks", "fetch", str(tasks),
                            "--cache", str(tmp_path / "cache")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"skipped {tasks / 'x.json'}: a FIFO, not a regular file" in done.stderr
-    assert f"skipped {tasks / 'null.json'}: a character device, not a regular file" in done.stderr
-    assert "1 task files need 0 files" in done.stdout
+    for link in ("null.json", "shadow.json"):
+        assert f"skipped {tasks / link}: a link out of the task folder (not followed)" in done.stderr
+    assert "2 task files need 0 files" in done.stdout
 
 
 def test_compare_pptx_files_position_options_are_supported():

@@ -11,12 +11,15 @@ cache holds into a desktop the agent sees. Hence:
 - http and https only, on every hop; at most 10 redirects.
 - Public addresses only: each hop's host is resolved and every address checked (loopback, link-local,
   private, multicast, reserved and unspecified are refused), then the connection goes to the address
-  checked, so a second DNS answer cannot send it elsewhere. `allow` (`--allow-host`) names addresses
-  or networks let through anyway: a mirror on the LAN, or a test server on loopback.
+  checked, so a second DNS answer cannot send it elsewhere. `allow` (`--allow-host`) names an address or
+  network with its port, let through anyway: a mirror on the LAN, or a test server on loopback. A port,
+  not a host: a redirect from an allowed mirror on loopback must not reach every other loopback service
+  (the fleet's console, the env servers).
 - A size cap per file and one deadline per URL (every hop, header and byte, not per read). A file
   refused or cut short leaves nothing in the cache.
 - No proxies from the environment: the address checked must be the one connected to.
-Only regular files are read from the task folder (`task.task_files`): a FIFO named *.json would block.
+Only regular files inside the task folder are read (`task.task_files`): a FIFO named *.json would block, and
+a link out of the folder would have a fetch run as root read any file it names.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ CHUNK = 1 << 20
 MAX_REDIRECTS = 10
 REDIRECTS = (301, 302, 303, 307, 308)
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Allowed = tuple[Network, int]  # an --allow-host: the addresses and the one port let through
 
 
 def task_urls(task: Task) -> list[str]:
@@ -109,15 +113,21 @@ class Cache:
         return size
 
 
-def allowed_networks(hosts: list[str]) -> list[Network]:
-    """`--allow-host` values (addresses or networks: 192.168.1.20, 10.0.0.0/8); ValueError names a bad one."""
-    networks = []
-    for host in hosts:
+def allowed_hosts(values: list[str]) -> list[Allowed]:
+    """`--allow-host` values, each an address or network and a port (192.168.1.20:8080, 10.0.0.0/8:443,
+    [::1]:8000); ValueError names a bad one."""
+    allowed = []
+    for value in values:
+        host, _, port = value.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
         try:
-            networks.append(ipaddress.ip_network(host, strict=False))
+            if not (port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError
+            allowed.append((ipaddress.ip_network(host, strict=False), int(port)))
         except ValueError:
-            raise ValueError(f"takes IP addresses or networks (e.g. 192.168.1.20, 10.0.0.0/8), not {host!r}") from None
-    return networks
+            raise ValueError("takes an address or network with its port (e.g. 192.168.1.20:8080, 10.0.0.0/8:443, "
+                             f"[::1]:8000), not {value!r}") from None
+    return allowed
 
 
 NOT_PUBLIC = {"unspecified": "the unspecified address", "loopback": "a loopback address",
@@ -133,7 +143,7 @@ def not_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
     return None if ip.is_global else "not a public address"  # e.g. 100.64.0.0/10, carrier NAT
 
 
-def resolve(host: str, port: int, allow: list[Network]) -> tuple[int, tuple]:
+def resolve(host: str, port: int, allow: list[Allowed]) -> tuple[int, tuple]:
     """(family, socket address) to connect to for `host`; OSError when any address it resolves to is
     neither public nor allowed (one bad answer is enough to distrust the name)."""
     try:
@@ -144,11 +154,12 @@ def resolve(host: str, port: int, allow: list[Network]) -> tuple[int, tuple]:
         ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
         if ip.version == 6 and ip.ipv4_mapped:  # ::ffff:127.0.0.1 is 127.0.0.1
             ip = ip.ipv4_mapped
-        if any(ip in net for net in allow):
+        if any(ip in net and port == allowed_port for net, allowed_port in allow):
             continue
         if why := not_public(ip):
             shown = host if host == str(ip) else f"{host} ({ip})"
-            raise OSError(f"refused: {shown} is {why} (only public addresses, unless given with --allow-host)")
+            raise OSError(f"refused: {shown} is {why} (only public addresses, unless --allow-host names it with "
+                          f"port {port})")
     return answers[0][0], answers[0][4]
 
 
@@ -198,7 +209,7 @@ class Deadline:
         self.watch(None)
 
 
-def _open(url: str, deadline: Deadline, allow: list[Network]) -> http.client.HTTPConnection:
+def _open(url: str, deadline: Deadline, allow: list[Allowed]) -> http.client.HTTPConnection:
     """A connection to `url`'s host, made to the address `resolve` checked (a 2nd lookup could differ)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
@@ -227,7 +238,7 @@ def _open(url: str, deadline: Deadline, allow: list[Network]) -> http.client.HTT
     return conn
 
 
-def _get(url: str, f, deadline: Deadline, max_bytes: int, allow: list[Network]) -> int:
+def _get(url: str, f, deadline: Deadline, max_bytes: int, allow: list[Allowed]) -> int:
     """`url`'s body written to `f`, following redirects, each hop checked as the first; its size."""
     for hop in range(MAX_REDIRECTS + 1):
         try:
@@ -268,7 +279,7 @@ def _get(url: str, f, deadline: Deadline, max_bytes: int, allow: list[Network]) 
     raise OSError(f"more than {MAX_REDIRECTS} redirects")
 
 
-def download(url: str, *, timeout_s: float, max_bytes: int, allow: Sequence[Network] = ()):
+def download(url: str, *, timeout_s: float, max_bytes: int, allow: Sequence[Allowed] = ()):
     """A `fetch` for Cache.add: the URL's body streamed into the file, under the rules in the module's
     docstring; OSError (with why) on failure."""
     def fetch(f) -> int:

@@ -103,12 +103,17 @@ class Task:
 
 
 def task_files(folder: Path) -> tuple[list[Path], list[str]]:
-    """The *.json files under `folder` that are regular files (symlinks to one included), and a line
-    for each other one saying why it was skipped. Only stat is called on those: never opened."""
+    """The *.json files under `folder` that are regular files inside it (a link to one inside included), and
+    a line for each other one saying why it was skipped. Only stat is called on those: never opened. A link
+    out of the folder is never followed: the folder is a stranger's, and a fetch may run as root."""
     kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a character device",
              stat.S_ISBLK: "a block device", stat.S_ISDIR: "a folder"}
     files, skipped = [], []
+    inside = folder.resolve()
     for path in sorted(folder.rglob("*.json")):
+        if not path.resolve().is_relative_to(inside):
+            skipped.append(f"{path}: a link out of the task folder (not followed)")
+            continue
         try:
             mode = path.stat().st_mode
         except OSError as e:
