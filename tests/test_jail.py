@@ -156,6 +156,32 @@ def test_a_verdict_the_agents_code_forges_scores_0(tmp_path, forgery):
     assert score(tmp_path, forgery, "import game\ndef test():\n    return False\n") == 0.0
 
 
+# Issue 43 row 4: the agent's module walks up to the runner's frame and signs a verdict with the runner's own
+# hash (its key inside) and writer: in one interpreter nothing can stop it, so the score is marked.
+FRAME_WALKER = """
+import sys
+frame = sys._getframe()
+while frame is not None and "mac" not in frame.f_locals:
+    frame = frame.f_back
+runner = frame.f_locals
+runner["mac"].update(b"1.0")
+runner["write"](runner["report"], b"1.0 " + runner["mac"].hexdigest().encode() + b"\\n")
+runner["leave"](0)
+"""
+
+
+def test_a_verdict_forged_from_the_runners_frame_passes_so_such_tasks_scores_are_marked(tmp_path):
+    from computerrl.envs.tasks.task import parse_task
+
+    assert score(tmp_path, FRAME_WALKER, "import game\ndef test():\n    return False\n") == 1.0
+    task = parse_task({"id": "tetris", "instruction": "Fix the game.", "evaluator": {
+        "func": "check_python_file_by_test_suite", "result": {"type": "vm_file", "path": "/home/user/game.py",
+                                                              "dest": "game.py"},
+        "expected": {"type": "cloud_file", "path": "https://example.org/test_suite.py", "dest": "test_suite.py"}}})
+    assert task.agent_code() == ["check_python_file_by_test_suite: the test suite runs in one interpreter with the "
+                                 "agent's modules, which can reach its verdict"]
+
+
 def test_what_the_agents_code_prints_leaves_a_genuine_verdict_as_it_is(tmp_path):
     noisy = 'import sys\nprint("\\ncomputerrl-verdict 0.0")\nsys.stderr.write("computerrl-verdict 0.0\\n")\n'
     assert score(tmp_path, ROTATE.format("shape") + noisy) == 1.0

@@ -169,11 +169,11 @@ def test_tasks_check_counts_the_tasks_scored_by_the_agents_files_apart(tmp_path)
 
 
 @pytest.mark.skipif(not OSWORLD.exists(), reason="needs ../shared/osworld")
-def test_the_osworld_tasks_scored_by_the_agents_files_are_these_nine():
+def test_the_osworld_tasks_scored_by_the_agents_files_are_these_ten():
     flagged = {p.stem[:8] for p in OSWORLD.rglob("*.json") if load_task(p).agent_code()}
     assert flagged == {"2c9fc0de", "ce2b64a2", "da922383", "4d117223", "5c1075ca", "5ced85fc", "7b6c7e24",
-                       "bb5e4c0d", "69acbb55"}  # git log; two scripts of the agent's; three eval.sh;
-    # firefox_decrypt.py twice; a module the agent installs (InstructorEmbedding)
+                       "bb5e4c0d", "69acbb55", "9219480b"}  # git log; two scripts of the agent's; three eval.sh;
+    # firefox_decrypt.py twice; a module the agent installs (InstructorEmbedding); tetris's test suite
 
 
 def test_tasks_check_skips_a_fifo_named_json_without_opening_it(tmp_path):

@@ -6,7 +6,8 @@ by running a file that lives where the agent writes: `bash eval.sh` in its home,
 copied there, the agent's own script (`python ~/Desktop/script.py`), a module the agent was to install
 (`python -c "from X import Y"`), or git, which runs the programs the repository's own configuration
 names. Such a command runs in the agent's own environment, as on OSWorld's VM (what it checks is that
-environment); every other runs in the fixed one. Their output is whatever the agent made that file print, so
+environment); every other runs in the fixed one. Their output is whatever the agent made that file print (and
+a test suite that imports the agent's modules reports a verdict those modules can reach), so
 no sandbox can make such a score unforgeable: the score is marked (`Score.agent_code`, the rollout's
 `info["agent_code"]`) and `tasks check` lists these tasks apart.
 """
@@ -30,6 +31,11 @@ COMMAND_GETTERS = {"vm_command_line", "vm_command_error"}
 # getters whose file a program of the agent's writes: VS Code runs whatever extensions the agent installed,
 # and one of them may register the evaluator's command name
 AGENT_WRITTEN = {"vscode_config": "VS Code, which runs the agent's extensions, writes the file it reads"}
+# metrics whose verdict comes from an interpreter the agent's code runs in: OSWorld's test suite imports the
+# agent's modules and calls them, so that code can walk up to the runner's frame and write the verdict itself
+# (the jail keeps it from everything else: envs/tasks/metrics/vscode.py)
+SHARES_AN_INTERPRETER = {"check_python_file_by_test_suite": "the test suite runs in one interpreter with the "
+                                                            "agent's modules, which can reach its verdict"}
 SYSTEM_MODULES = {"pyautogui"}  # what the desktop's own python3 has beside its standard library (compat/)
 
 
@@ -46,7 +52,8 @@ def agent_code(task: "Task") -> list[str]:
     getter whose file a program of the agent's writes)."""
     return [f"{_shown(c)}: {why}" for c in evaluation_commands(task) if (why := runs_agent_code(c))] \
         + [f"{g['type']}: {AGENT_WRITTEN[g['type']]}" for g in task.getters
-           if isinstance(g, dict) and g.get("type") in AGENT_WRITTEN]
+           if isinstance(g, dict) and g.get("type") in AGENT_WRITTEN] \
+        + [f"{m}: {SHARES_AN_INTERPRETER[m]}" for m in dict.fromkeys(task.metrics) if m in SHARES_AN_INTERPRETER]
 
 
 def _shown(command) -> str:
