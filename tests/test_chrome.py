@@ -279,12 +279,17 @@ def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
 @pytest.mark.parametrize("browser,counted", [
     ("chromium --headless=new", False),  # as the issue found it
     ("chromium --ozone-platform=headless", False),  # windows drawn nowhere
-    ("Xvfb :99 & sleep 1; DISPLAY=:99 chromium", False),  # windows on a screen of the agent's own
-    ("chromium", True),  # the same, on the desktop's screen: a browser the task sees
+    ("Xvfb :99 & sleep 1; DISPLAY=:99 /usr/bin/chromium", False),  # windows on a screen of the agent's own
+    # the desktop's `chromium`: launched by the desktop's session, in the desktop's environment, so on its screen
+    ("Xvfb :99 & sleep 1; DISPLAY=:99 chromium", True),
+    ("chromium", True),  # a browser the task sees
+    # Issue 43 row 3: started by the agent, however genuinely (the desktop's own launcher script, on the
+    # desktop's screen), a browser whose memory the agent can write is not believed (it was before)
+    ("/run/desktop/compat/apps/chromium", False),
 ])
 def test_only_tabs_of_a_browser_on_the_screen_count(env, browser, counted):
     """The agent ends Chrome and opens the tabs the task wants, through DevTools, in a Chromium of its
-    own: they count only when that browser shows them on the desktop's screen."""
+    own: they count only when the desktop launched that browser and it shows them on the desktop's screen."""
     urls = BRING_BACK_TAB["evaluator"]["expected"]["rules"]["urls"]
     devtools = "import urllib.request as r; u = 'http://127.0.0.1:1337/json/'"
     opened = (f"pkill chrome; sleep 1; {browser} --remote-debugging-port=1337 --user-data-dir=/tmp/cx {urls[0]} & "

@@ -56,14 +56,14 @@ def env0(two):
     env.close()
 
 
-def agent_runs(env: DesktopEnv, program: str, output: str) -> None:
+def agent_runs(env: DesktopEnv, program: str, output: str, runner: str = "python3 ~/.p.py") -> None:
     """The agent writes `program` (Python) in its terminal, in base64 chunks it types, and starts it
-    in the background with its output in ~/<output>."""
+    (`runner`) in the background with its output in ~/<output>."""
     blob = base64.b64encode(program.encode()).decode()
     act(env, "Agent.open_app('terminal')")
     for i in range(0, len(blob), CHUNK):
         act(env, f"Agent.type(text={f'echo -n {blob[i:i + CHUNK]} >> ~/.p.b64'!r}, enter=True)")
-    line = f"base64 -d ~/.p.b64 > ~/.p.py && rm ~/.p.b64 && (python3 ~/.p.py > ~/{output} 2>&1 &)"
+    line = f"base64 -d ~/.p.b64 > ~/.p.py && rm ~/.p.b64 && ({runner} > ~/{output} 2>&1 &)"
     act(env, f"Agent.type(text={line!r}, enter=True)")
 
 
@@ -311,11 +311,12 @@ def test_an_office_pipe_the_agent_squats_ends_the_episode_as_a_failure_at_once(t
 
 STOPPER = r'''
 import os, signal, time
-# Stop every soffice.bin as soon as it exists: it never answers, however long the server waits.
+# Stop every soffice.bin as soon as it exists: it never answers, however long the server waits. (By its name:
+# its executable's link is not the agent's to read, the office running in a Landlock domain apart.)
 while True:
     for pid in os.listdir("/proc"):
         try:
-            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "soffice.bin":
+            if open(f"/proc/{pid}/comm").read().strip() == "soffice.bin":
                 os.kill(int(pid), signal.SIGSTOP)
         except OSError:
             pass
@@ -632,3 +633,55 @@ def test_a_reply_too_large_for_the_client_fails_the_episode_instead_of_aborting_
         small.close()
     assert not trajectory.aborted and not trajectory.success and len(trajectory.rows) == 1, trajectory
     assert "RESOURCE_EXHAUSTED" in trajectory.detail and not trajectory.rows[0]["action_valid"], trajectory.detail
+
+
+# apps whose state a score is read from ----------------------------------------------------------
+MEMORY_WRITER = r'''
+import ctypes, json, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+program = sys.argv[1]
+
+def attempts(pid):
+    out = {}
+    try:
+        with open(f"/proc/{pid}/mem", "r+b"):
+            out["mem"] = "opened"
+    except OSError as e:
+        out["mem"] = e.strerror
+    out["ptrace"] = "attached" if libc.ptrace(16, pid, 0, 0) == 0 else os.strerror(ctypes.get_errno())  # ATTACH
+    local, remote = (ctypes.c_char * 1)(), ctypes.c_void_p(0x10000)
+    iov = lambda p: (ctypes.c_void_p * 2)(ctypes.cast(p, ctypes.c_void_p), 1)
+    n = libc.syscall(311, pid, iov(local), 1, iov(remote), 1, 0)  # process_vm_writev
+    out["vm_write"] = "wrote" if n >= 0 else os.strerror(ctypes.get_errno())
+    pidfd = libc.syscall(434, pid, 0)  # pidfd_open, then pidfd_getfd: its descriptor 0
+    out["getfd"] = "copied" if pidfd >= 0 and libc.syscall(438, pidfd, 0, 0) >= 0 else os.strerror(ctypes.get_errno())
+    return out
+
+apps = [int(p) for p in os.listdir("/proc") if p.isdigit() and
+        open(f"/proc/{p}/cmdline", "rb").read().startswith(program.encode())]
+own = subprocess.Popen(["sleep", "60"])  # a program of its own: the same attempts do reach it
+print(json.dumps({"apps": {pid: attempts(pid) for pid in apps}, "own": attempts(own.pid)}), flush=True)
+own.kill()
+'''
+
+
+@pytest.mark.parametrize("app, program", [("vlc", "/usr/bin/vlc"), ("google-chrome", "/usr/lib/chromium/chromium")])
+@pytest.mark.parametrize("as_root", [False, True], ids=["user", "sudo"])
+def test_the_agent_cannot_trace_or_write_the_memory_of_an_app_a_score_is_read_from(two, env0, app, program, as_root):
+    """Issue 43 row 1: the agent wrote the genuine VLC's memory through /proc/PID/mem (same uid, nothing
+    between them) and is_vlc_playing scored 1 with nothing played. The apps a score is read from are
+    launched by the desktop's session, each in a Landlock domain apart: from the agent's terminal, or root
+    in its `sudo`, their memory cannot be opened, traced, written or their descriptors copied; a program of
+    the agent's own still can be (the attempts work)."""
+    srv, _ = two
+    env0.reset(options={"task": {"id": "app", "instruction": "x", "evaluator": TRIVIAL,
+                                 "config": [{"type": "launch", "parameters": {"command": [app]}}]}})
+    runner = "echo password | sudo -S python3" if as_root else "python3"
+    agent_runs(env0, MEMORY_WRITER, "tried.json", runner=f"{runner} ~/.p.py {program}")
+    said = read_output(srv.slots[0].desktop, "tried.json", "}")
+    tried = json.loads(said[said.index("{"):])  # after sudo's prompt
+    assert tried["apps"], tried  # the app runs, and the agent sees it
+    for pid, attempt in tried["apps"].items():
+        assert attempt == {"mem": "Permission denied", "ptrace": "Operation not permitted",
+                           "vm_write": "Operation not permitted", "getfd": "Operation not permitted"}, (pid, attempt)
+    assert tried["own"]["mem"] == "opened" and tried["own"]["ptrace"] == "attached", tried["own"]

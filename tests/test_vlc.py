@@ -111,15 +111,20 @@ def test_vlc_tools_read_and_change_what_vlc_holds(env, server):
     assert "not a VLC option" in info["exec_result"]
 
 
-def test_a_vlc_the_agent_starts_itself_is_not_believed(env, server):
-    """A VLC started otherwise than by the desktop's launcher could run Lua scripts of the agent's (from its
-    user data) and serve a status of its own making: its answers are refused."""
+@pytest.mark.parametrize("own", [
+    "/usr/bin/vlc --no-qt-privacy-ask --extraintf http --http-host 127.0.0.1 --http-port 8080 --http-password password &",
+    # Issue 43 row 2: the desktop's own launcher, run by the agent: started as genuinely as can be, and still
+    # within the agent's reach (it started VLC with pages of its own, then rewrote its command line in its
+    # memory), so no longer believed
+    "/run/desktop/compat/apps/vlc &",
+], ids=["otherwise", "launcher-script"])
+def test_a_vlc_the_agent_starts_itself_is_not_believed(env, server, own):
+    """A VLC the desktop's session did not launch could run Lua scripts of the agent's (from its user data)
+    and serve a status of its own making, or have its memory rewritten: its answers are refused."""
     from computerrl.envs.desktop.vlc import http_get
 
     desktop = server[0].slots[0].desktop
     env.reset(options={"task": {**PLAY, "config": PLAY["config"][:1]}})
-    own = ("/usr/bin/vlc --no-qt-privacy-ask --extraintf http --http-host 127.0.0.1 --http-port 8080 "
-           "--http-password password &")
     for code in ("Agent.open_app('terminal')", f"Agent.type(text={own!r}, enter=True)", "Agent.wait()", "Agent.wait()"):
         env.step(response(code))
     with desktop.sandbox.connect(8080, timeout_s=5.0) as s:  # it does answer: the check is what refuses it
@@ -176,7 +181,7 @@ def test_the_launcher_starts_vlc_as_the_keeper_believes_it(tmp_path):
     from computerrl.envs.desktop.vlc import LAUNCHED
 
     shown = "python3 -c 'import json, os, sys; print(json.dumps([dict(os.environ), sys.argv[1:]]))'"
-    (tmp_path / "vlc").write_text((COMPAT / "bin" / "vlc").read_text().replace("exec /usr/bin/vlc", f"exec {shown}"))
+    (tmp_path / "vlc").write_text((COMPAT / "apps" / "vlc").read_text().replace("exec /usr/bin/vlc", f"exec {shown}"))
     given = {**dict.fromkeys(LAUNCHED["environ"], ""), "PATH": os.environ["PATH"]}
     environ, argv = json.loads(subprocess.run(["sh", tmp_path / "vlc", "--http-src", "/home/user/fake"], env=given,
                                               capture_output=True, text=True, check=True).stdout)

@@ -173,6 +173,9 @@ class Desktop:
         self.office = Office(self.sandbox, {**self.env, "TMPDIR": f"{VAR}/office-tmp"}, f"{VAR}/lo-profile",
                              f"{CONF}/lo-profile", f"{LOGS}/soffice.log")
         self.sandbox.wipe([], skeleton=[LOGS])
+        if not self.sandbox.launch_apps(self.env, f"{LOGS}/apps.log"):
+            log.warning("desktop %s: this kernel has no Landlock, so the agent's programs can trace the apps a "
+                        "score is read from (VLC, Chromium) and write their memory", self.workdir)
         self._clear_files()
         self._service("dbus", ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={RUN}/bus"])
         self._service("a11y-bus", ["dbus-daemon", f"--config-file={CONF}/a11y-bus.conf", "--nofork", "--nopidfile"])

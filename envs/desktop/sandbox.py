@@ -204,16 +204,18 @@ class Sandbox:
     @staticmethod
     def _copy_stand_ins(dest: Path) -> None:
         """conf/compat: site/ the Python modules (pyautogui), bin/ the programs that stand in for
-        OSWorld's (sudo, google-chrome, …), each executable (a wheel may drop the x bit, or turn a
+        OSWorld's (sudo, google-chrome, …), apps/ the launchers of the apps the session starts apart, each
+        executable (a wheel may drop the x bit, or turn a
         link into a copy)."""
         shutil.rmtree(dest, ignore_errors=True)
         (dest / "site").mkdir(parents=True)
         for f in COMPAT.glob("*.py"):
             shutil.copyfile(f, dest / "site" / f.name)
-        shutil.copytree(COMPAT / "bin", dest / "bin", symlinks=True)
-        for f in (dest / "bin").iterdir():
-            if not f.is_symlink():
-                os.chmod(f, 0o755)
+        for folder in ("bin", "apps"):
+            shutil.copytree(COMPAT / folder, dest / folder, symlinks=True)
+            for f in (dest / folder).iterdir():
+                if not f.is_symlink():
+                    os.chmod(f, 0o755)
         (dest / "bin" / "python").symlink_to("/usr/bin/python3")
 
     def _wait_answer(self, to: str, deadline: float) -> None:
@@ -327,12 +329,13 @@ class Sandbox:
     def connect(self, port: int, program: str = "", timeout_s: float = 5.0,
                 launched: dict | None = None) -> socket.socket:
         """A TCP connection to `port` on the sandbox's own loopback, made by the keeper inside; with
-        `program`, only if processes running it, started as `launched` says the desktop starts it
-        (sandbox_init.py `_otherwise_started`), alone listen there."""
+        `program`, only if processes running it, apps the session launched (`launch_apps`), started as
+        `launched` says the desktop starts it (sandbox_init.py `_otherwise_started`), alone listen there."""
         fds: list[int] = []
+        started = self.request({"op": "launched"})["launched"] if program else {}
         try:
             self.request({"op": "connect", "port": port, "program": program, "timeout": timeout_s,
-                          **(launched or {})}, to="keeper", fds=fds, timeout_s=timeout_s + 5)
+                          **(launched or {}), "started": started}, to="keeper", fds=fds, timeout_s=timeout_s + 5)
         except BaseException:
             for fd in fds:
                 os.close(fd)
@@ -340,6 +343,12 @@ class Sandbox:
         if len(fds) != 1:
             raise SandboxError(f"the keeper sent {len(fds)} descriptors for a connection to port {port}")
         return socket.socket(fileno=fds[0])
+
+    def launch_apps(self, env: dict[str, str], log: str) -> int:
+        """The environment and log of the apps the session launches (VLC, Chromium: the desktop's `vlc`,
+        `google-chrome`… ask it to, whoever runs them), each apart from every other program; Landlock's ABI
+        version, 0 when the kernel has none (then the agent's programs can trace the apps)."""
+        return self.request({"op": "apps", "env": env, "log": log})["landlock"]
 
     def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str = HOME, log: str | None = None) -> SandboxProcess:
         reply = self.request({"op": "spawn", "argv": argv, "env": env, "cwd": cwd, "log": log})

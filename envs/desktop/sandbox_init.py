@@ -17,6 +17,14 @@ the sandbox names either socket, so nothing in the desktop can dial them.
              and kills them; the namespace makes "everything the desktop runs" exact, and it caps
              how many processes the desktop's user may have.
 
+Nothing either starts can reach the other's processes, or a process started apart from it: each program
+starts in a Landlock domain of its own (`confine`), and a process in a domain may trace, read or write the
+memory of, or copy the descriptors of, only processes in its own domain or below it. So the agent's
+terminal and whatever it starts cannot touch the apps whose state a score is read from (VLC, Chromium),
+which the session starts at the agent's request too (`launch`, through the launcher's socket, which the
+desktop's `vlc`, `google-chrome`… ask): the keeper believes such an app only when the session started it
+(its pid and start time, from `launched`), never for what the process says of itself.
+
 Both reap the orphans their namespace hands them. One JSON request per connection, one reply:
 
     {"op": "spawn", "argv": [...], "env": {...}, "cwd": "/home/user", "log": "/var/lib/desktop/logs/x.log"}
@@ -29,6 +37,11 @@ Both reap the orphans their namespace hands them. One JSON request per connectio
                                                                       with its start time)
     {"op": "kill_all", "keep": {"7": 1234}} -> {"killed": 3}         (session: all others, SIGKILL; a kept
                                                                       pid must still have its start time)
+    {"op": "apps", "env": {...}, "log": "..."} -> {"landlock": 7}   (session: the environment and log of the apps
+                                                                   it launches; 0: no Landlock, nothing confined)
+    {"op": "launch", "app": "vlc", "args": [...], "cwd": "..."} -> {"pid": 9}   (session, and the launcher's
+                                                                   socket: one of APPS, by its launcher script)
+    {"op": "launched"}                   -> {"launched": {"9": 1234}}  (session: the launched apps still running)
     {"op": "wipe", "dirs": [...], "keep": [glob, ...], "skeleton": [...], "empty": [...]} -> {}   (keeper)
     {"op": "write", "path": ..., "data": base64, "mode": 420} -> {}             (keeper)
     {"op": "read", "path": ...} -> {} and, beside it, the file's descriptor, or {"missing": true}   (keeper)
@@ -37,13 +50,15 @@ Both reap the orphans their namespace hands them. One JSON request per connectio
     {"op": "connect", "port": 1337, "program": "/usr/lib/chromium/chromium", "environ": {...}, "argv_ends": [...],
      "switches": {...}, "on_display": true} -> {} and, beside the reply, a descriptor: a TCP connection to that
         port of the sandbox's own loopback (an app's control port, e.g. Chromium's DevTools), accepted by a
-        process of that program started as the desktop starts it (see `_listening_program`)      (keeper)
+        process of that program the session launched, as `launched` names them (`{"9": 1234}`, the session's pids
+        and their start times), started as the desktop starts it (see `_listening_program`)      (keeper)
 
 The keeper's lifeline descriptor is the read end of a pipe whose write end only the env server
 holds: it reaches end-of-file when the server dies, however it dies. The keeper then exits, and
 with it, pid 1 of every namespace below, the kernel kills every process of the sandbox.
 
     python3 -I init.py LISTENER SESSION_LISTENER LIFELINE PROCESSES
+    python3 -I init.py confine -- ARGV...        (a program, in a Landlock domain of its own)
 """
 
 import base64
@@ -70,18 +85,30 @@ LISTENER_SCAN_S = 2.0  # how long `connect` may look for who listens (an agent m
 X11_DIR = "/tmp/.X11-unix"  # the desktop's X server's socket, bound in read-only
 SERVERS = 6  # requests served at once (the watchdog's poll beside a long setup command, …)
 UID = 1000  # the desktop's user, the same in the session's namespace
-PR_SET_DUMPABLE, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 4, 0x00020000, 0x10000000, 0x20000000
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 4, 38, 0x00020000, 0x10000000, 0x20000000
+# Landlock's syscalls; a domain that handles making block devices (nobody may, here) restricts nothing else,
+# but a process in it can trace only processes of its own domain and those below
+LANDLOCK_CREATE_RULESET, LANDLOCK_RESTRICT_SELF, LANDLOCK_ACCESS_FS_MAKE_BLOCK = 444, 446, 1 << 11
+LAUNCHER = "\0computerrl-launch"  # the session's socket for launches, in the sandbox's own network namespace
+APPS_DIR = "/run/desktop/compat/apps"  # their launcher scripts
+APPS = {"vlc": "vlc", "chromium": "chromium", "chromium-browser": "chromium", "google-chrome": "chromium",
+        "google-chrome-stable": "chromium"}  # the name asked for -> its launcher
+REQUEST_BYTES = 1 << 20  # one request's line, at most (the launcher's socket is the agent's to write)
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 libc = ctypes.CDLL(None, use_errno=True)
 children: dict[int, subprocess.Popen] = {}  # what `spawn` started, polled by the env server
 managed: set[int] = set()  # pids a Popen object waits for: the reaper leaves them to it
 lock, run_lock = threading.Lock(), threading.Lock()
 session_pid = 0  # (keeper) the session, as the keeper's namespace numbers it
+apps: dict = {}  # (session) the environment and log of the apps it launches
+launched: dict[int, int] = {}  # (session) pid -> start time of each app it launched
 
 
 def popen(argv: list[str], **options) -> subprocess.Popen:
+    """`argv` started in a Landlock domain of its own (`confine`)."""
     with lock:
-        proc = subprocess.Popen(argv, start_new_session=True, **options)
+        proc = subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__), "confine", "--", *argv],
+                                start_new_session=True, **options)
         managed.add(proc.pid)
     return proc
 
@@ -97,6 +124,35 @@ def spawn(req: dict) -> dict:
     with lock:
         children[proc.pid] = proc
     return {"pid": proc.pid}
+
+
+def set_apps(req: dict) -> dict:
+    apps.update(env=req["env"], log=req["log"])
+    return {"landlock": landlock_abi()}
+
+
+def launch(req: dict) -> dict:
+    """One of APPS, by its launcher script, in the desktop's environment whatever the asker's: the agent's
+    `vlc` asks for it so, and the app then runs apart from the agent's programs."""
+    name, args, cwd = req.get("app"), req.get("args", []), req.get("cwd") or "/home/user"
+    if name not in APPS:
+        raise ValueError(f"{name!r} is not an app the desktop launches ({', '.join(sorted(APPS))})")
+    if not apps:
+        raise RuntimeError("the desktop has not set up its apps yet")
+    if not (isinstance(args, list) and all(isinstance(a, str) for a in args)) or not isinstance(cwd, str):
+        raise ValueError("args: a list of strings; cwd: a string")
+    reply = spawn({"argv": [f"{APPS_DIR}/{APPS[name]}", *args], "env": apps["env"], "log": apps["log"],
+                   "cwd": cwd if os.path.isdir(cwd) else "/home/user"})
+    with lock:
+        launched[reply["pid"]] = state_parent_start(reply["pid"])[2]
+    return reply
+
+
+def still_launched(_req: dict) -> dict:
+    with lock:
+        for pid in [p for p, start in launched.items() if state_parent_start(p)[2] != start]:
+            del launched[pid]
+        return {"launched": {str(pid): start for pid, start in launched.items()}}
 
 
 def _open_log(path: str) -> int:
@@ -322,8 +378,9 @@ def connect(req: dict) -> dict:
 def _listening_program(port: int, program: str, launched: dict) -> str | None:
     """Whether the listener our loopback connection reached is held only by processes running `program`
     (the file itself, by device and inode: a bind mount or a copy elsewhere is another file), each
-    started as `launched` says the desktop starts it (`_otherwise_started`): None when it is, else what
-    holds it. Asked after connecting: had another listener accepted our connection and closed since,
+    an app the session launched (`_not_launched`), started as `launched` says the desktop starts it
+    (`_otherwise_started`: since no program of the agent's can write an app's memory, what the app's
+    command line and environment say is what it was started with): None when it is, else what holds it. Asked after connecting: had another listener accepted our connection and closed since,
     the connection would be reset, not answered. The IPv4 listener on 127.0.0.1 is the one a
     connection to 127.0.0.1 reaches, or failing it the one on 0.0.0.0."""
     deadline = time.monotonic() + LISTENER_SCAN_S
@@ -347,12 +404,24 @@ def _listening_program(port: int, program: str, launched: dict) -> str | None:
                 if (exe.st_dev, exe.st_ino) != (want.st_dev, want.st_ino):
                     holders.append(os.readlink(f"/proc/{pid}/exe"))
                     continue
-                why = _otherwise_started(pid, launched)
+                why = _not_launched(pid, launched.get("started", {})) or _otherwise_started(pid, launched)
                 holders.append(f"{program} {why}" if why else True)
     if not holders:
         return "an unknown process"
     strangers = [h for h in holders if h is not True]
     return str(strangers[0]) if strangers else None
+
+
+def _not_launched(pid: int, started: dict) -> str:
+    """Why `pid` (ours) is not an app the session launched ('' when it is): `started` names those as the
+    session numbers them, with their start times (a pid the agent got again is not the app)."""
+    with open(f"/proc/{pid}/status") as f:
+        nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))  # ours, the session's, deeper
+    # A member of the session's own namespace, where no program of the agent's may choose its pid (it could
+    # in a namespace of its own, nested deeper, and start there as the app starts).
+    if len(nspid) != 2 or started.get(nspid[1]) != state_parent_start(pid)[2]:
+        return "not started by the desktop's launcher (the agent's own, or started apart from the desktop)"
+    return ""
 
 
 def _otherwise_started(pid: int, launched: dict) -> str:
@@ -486,13 +555,15 @@ def tree(root: int) -> list[int]:
 
 KEEPER_OPS = {"run": run_and_sweep, "wipe": wipe, "write": write, "read": read, "copy": copy,
               "connect": connect, "ping": lambda _req: {}}
-SESSION_OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all, "pids": pids}
+SESSION_OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all": kill_all, "pids": pids,
+               "apps": set_apps, "launch": launch, "launched": still_launched}
+LAUNCHER_OPS = {"launch": launch}  # what the agent may ask
 
 
 def serve(conn: socket.socket, ops: dict) -> None:
     with conn, conn.makefile("rb") as f:
         try:
-            req = json.loads(f.readline())
+            req = json.loads(f.readline(REQUEST_BYTES))
             reply = ops[req["op"]](req)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the env server as a sentence
             reply = {"error": f"{type(e).__name__}: {e}"}
@@ -506,7 +577,7 @@ def serve(conn: socket.socket, ops: dict) -> None:
                 os.close(fd)
 
 
-def serve_forever(fd: int, ops: dict) -> None:
+def serve_forever(fd: int, ops: dict, threads: int = SERVERS, timeout_s: float | None = None) -> None:
     # A fixed set of threads, started now: a desktop whose user has used up its processes (threads
     # count) still gets its kill_all served.
     listener = socket.socket(fileno=fd)
@@ -515,9 +586,11 @@ def serve_forever(fd: int, ops: dict) -> None:
     def accept_forever():
         while True:
             conn, _ = listener.accept()
-            serve(conn, ops)
+            conn.settimeout(timeout_s)  # the launcher's: an asker that never finishes its line holds no thread
+            with contextlib.suppress(OSError):
+                serve(conn, ops)
 
-    for _ in range(SERVERS):
+    for _ in range(threads):
         threading.Thread(target=accept_forever, daemon=True).start()
 
 
@@ -557,6 +630,23 @@ def start_session(listener: int, closed: list[int], processes: int) -> int:
     return pid
 
 
+def landlock_abi() -> int:
+    """Landlock's ABI version here, 0 without it."""
+    return max(0, libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), 1))  # 1: ask for the version
+
+
+def confine(argv: list[str]) -> None:
+    """Exec `argv` in a new Landlock domain (as is, where the kernel has no Landlock: the desktop says so)."""
+    if landlock_abi():
+        attr = ctypes.create_string_buffer(struct.pack("=Q", LANDLOCK_ACCESS_FS_MAKE_BLOCK))
+        ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, attr, ctypes.c_size_t(8), 0)
+        _check(min(ruleset, 0), "landlock_create_ruleset")
+        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        _check(libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
+        os.close(ruleset)
+    os.execvp(argv[0], argv)
+
+
 def untouchable() -> None:
     """Non-dumpable: nothing may trace us, open /proc/<pid>/{fd,mem} of ours or copy our descriptors."""
     _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE, 0)")
@@ -571,6 +661,10 @@ def session(listener: int, processes: int) -> None:
         # Processes and threads of the desktop's user, the root that `sudo` gives included.
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
         serve_forever(listener, SESSION_OPS)
+        launcher = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        launcher.bind(LAUNCHER)  # before anything of the agent's runs: nothing can have taken the name
+        launcher.listen(16)
+        serve_forever(launcher.detach(), LAUNCHER_OPS, threads=2, timeout_s=5.0)
     except BaseException as e:
         print(f"the session failed to start: {e!r}", file=sys.stderr, flush=True)
         os._exit(1)
@@ -593,4 +687,6 @@ def keeper(listener: int, session_listener: int, lifeline: int, processes: int) 
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "confine":
+        confine(sys.argv[3:])  # after "--"
     keeper(*map(int, sys.argv[1:5]))
