@@ -166,6 +166,7 @@ class Sandbox:
         (conf / "group").write_text(GROUP)
         (conf / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
         shutil.copyfile(INIT, conf / "init.py")
+        shutil.copyfile(INIT.with_name("confine.py"), conf / "confine.py")
         self._copy_stand_ins(conf / "compat")
         listeners = []
         for path in self._sockets.values():  # in the server's state folder: the sandbox never sees these paths

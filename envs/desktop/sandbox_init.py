@@ -18,7 +18,7 @@ the sandbox names either socket, so nothing in the desktop can dial them.
              how many processes the desktop's user may have.
 
 Nothing either starts can reach the other's processes, or a process started apart from it: each program
-starts in a Landlock domain of its own (`confine`), and a process in a domain may trace, read or write the
+starts in a Landlock domain of its own (confine.py), and a process in a domain may trace, read or write the
 memory of, or copy the descriptors of, only processes in its own domain or below it. So the agent's
 terminal and whatever it starts cannot touch the apps whose state a score is read from (VLC, Chromium),
 which the session starts at the agent's request too (`launch`, through the launcher's socket, which the
@@ -58,7 +58,6 @@ holds: it reaches end-of-file when the server dies, however it dies. The keeper 
 with it, pid 1 of every namespace below, the kernel kills every process of the sandbox.
 
     python3 -I init.py LISTENER SESSION_LISTENER LIFELINE PROCESSES
-    python3 -I init.py confine -- ARGV...        (a program, in a Landlock domain of its own)
 """
 
 import base64
@@ -85,10 +84,8 @@ LISTENER_SCAN_S = 2.0  # how long `connect` may look for who listens (an agent m
 X11_DIR = "/tmp/.X11-unix"  # the desktop's X server's socket, bound in read-only
 SERVERS = 6  # requests served at once (the watchdog's poll beside a long setup command, …)
 UID = 1000  # the desktop's user, the same in the session's namespace
-PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 4, 38, 0x00020000, 0x10000000, 0x20000000
-# Landlock's syscalls; a domain that handles making block devices (nobody may, here) restricts nothing else,
-# but a process in it can trace only processes of its own domain and those below
-LANDLOCK_CREATE_RULESET, LANDLOCK_RESTRICT_SELF, LANDLOCK_ACCESS_FS_MAKE_BLOCK = 444, 446, 1 << 11
+PR_SET_DUMPABLE, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 4, 0x00020000, 0x10000000, 0x20000000
+CONFINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")  # Landlock, for what we start
 LAUNCHER = "\0computerrl-launch"  # the session's socket for launches, in the sandbox's own network namespace
 APPS_DIR = "/run/desktop/compat/apps"  # their launcher scripts
 APPS = {"vlc": "vlc", "chromium": "chromium", "chromium-browser": "chromium", "google-chrome": "chromium",
@@ -105,9 +102,9 @@ launched: dict[int, int] = {}  # (session) pid -> start time of each app it laun
 
 
 def popen(argv: list[str], **options) -> subprocess.Popen:
-    """`argv` started in a Landlock domain of its own (`confine`)."""
+    """`argv` started in a Landlock domain of its own (confine.py)."""
     with lock:
-        proc = subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__), "confine", "--", *argv],
+        proc = subprocess.Popen([sys.executable, "-I", "-S", CONFINE, *argv],
                                 start_new_session=True, **options)
         managed.add(proc.pid)
     return proc
@@ -127,8 +124,12 @@ def spawn(req: dict) -> dict:
 
 
 def set_apps(req: dict) -> dict:
+    import importlib.util
+
     apps.update(env=req["env"], log=req["log"])
-    return {"landlock": landlock_abi()}
+    spec = importlib.util.spec_from_file_location("confine", CONFINE)
+    spec.loader.exec_module(confine := importlib.util.module_from_spec(spec))
+    return {"landlock": confine.abi()}
 
 
 def launch(req: dict) -> dict:
@@ -630,23 +631,6 @@ def start_session(listener: int, closed: list[int], processes: int) -> int:
     return pid
 
 
-def landlock_abi() -> int:
-    """Landlock's ABI version here, 0 without it."""
-    return max(0, libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), 1))  # 1: ask for the version
-
-
-def confine(argv: list[str]) -> None:
-    """Exec `argv` in a new Landlock domain (as is, where the kernel has no Landlock: the desktop says so)."""
-    if landlock_abi():
-        attr = ctypes.create_string_buffer(struct.pack("=Q", LANDLOCK_ACCESS_FS_MAKE_BLOCK))
-        ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, attr, ctypes.c_size_t(8), 0)
-        _check(min(ruleset, 0), "landlock_create_ruleset")
-        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-        _check(libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
-        os.close(ruleset)
-    os.execvp(argv[0], argv)
-
-
 def untouchable() -> None:
     """Non-dumpable: nothing may trace us, open /proc/<pid>/{fd,mem} of ours or copy our descriptors."""
     _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE, 0)")
@@ -687,6 +671,4 @@ def keeper(listener: int, session_listener: int, lifeline: int, processes: int) 
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "confine":
-        confine(sys.argv[3:])  # after "--"
     keeper(*map(int, sys.argv[1:5]))
