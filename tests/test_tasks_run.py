@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import docx
 import openpyxl
@@ -284,10 +285,14 @@ def test_a_metric_that_fails_on_the_agents_output_only_is_the_agents_failure(cac
     gold, rules = str(cache / "numbers-gold.xlsx"), CALC_TASK["evaluator"]["options"]
     bogus = {"rules": [{"type": "sheet_data", "sheet_idx0": "bogus", "sheet_idx1": "EI0"}]}
     cached = {"type": "cloud_file", "path": "https://example.org/numbers-gold.xlsx"}
-    assert not _fails_on_gold("compare_table", cached, gold, rules)  # it scores its own gold: the agent's fault
-    assert _fails_on_gold("compare_table", cached, gold, bogus)  # it cannot: the evaluator's
+    assert not _fails_on_gold("compare_table", cached, gold, rules, 60)  # it scores its own gold: the agent's fault
+    assert _fails_on_gold("compare_table", cached, gold, bogus, 60)  # it cannot: the evaluator's
     # A gold file from the desktop could be the agent's own: never the evaluator's fault.
-    assert not _fails_on_gold("compare_table", {"type": "vm_file", "path": "/home/user/g.xlsx"}, gold, bogus)
+    assert not _fails_on_gold("compare_table", {"type": "vm_file", "path": "/home/user/g.xlsx"}, gold, bogus, 60)
+    # It has what is left of the evaluation's time, never time of its own (issue 43: an evaluation then
+    # outlasted its client's deadline, and the episode was lost): out of time, nothing is learnt of the evaluator.
+    started = time.monotonic()
+    assert not _fails_on_gold("compare_table", cached, gold, bogus, 0.05) and time.monotonic() - started < 2
 
 
 def test_a_postconfig_step_other_than_a_window_step_that_fails_still_fails_the_episode(task_env):
