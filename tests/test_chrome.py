@@ -276,25 +276,31 @@ def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
     assert compare_pdfs(None, pdf) == 0.0
 
 
-@pytest.mark.parametrize("browser,counted", [
-    ("chromium --headless=new", False),  # as the issue found it
-    ("chromium --ozone-platform=headless", False),  # windows drawn nowhere
-    ("Xvfb :99 & sleep 1; DISPLAY=:99 /usr/bin/chromium", False),  # windows on a screen of the agent's own
+@pytest.mark.parametrize("browser,counted,then", [
+    ("chromium --headless=new", False, ""),  # as the issue found it
+    ("chromium --ozone-platform=headless", False, ""),  # windows drawn nowhere
+    ("Xvfb :99 & sleep 1; DISPLAY=:99 /usr/bin/chromium", False, ""),  # windows on a screen of the agent's own
     # the desktop's `chromium`: launched by the desktop's session, in the desktop's environment, so on its screen
-    ("Xvfb :99 & sleep 1; DISPLAY=:99 chromium", True),
-    ("chromium", True),  # a browser the task sees
+    ("Xvfb :99 & sleep 1; DISPLAY=:99 chromium", True, ""),
+    ("chromium", True, ""),  # a browser the task sees
     # Issue 43 row 3: started by the agent, however genuinely (the desktop's own launcher script, on the
     # desktop's screen), a browser whose memory the agent can write is not believed (it was before)
-    ("/run/desktop/compat/apps/chromium", False),
+    ("/run/desktop/compat/apps/chromium", False, ""),
+    # the desktop's, its window then moved all but a corner off the screen, or minimised
+    ("chromium", False, "wmctrl -x -r chromium -b remove,maximized_vert,maximized_horz; sleep 1; "
+                        "xdotool search --class chromium windowmove %@ -5000 -5000"),
+    ("chromium", False, "xdotool search --class chromium windowminimize %@"),
 ])
-def test_only_tabs_of_a_browser_on_the_screen_count(env, browser, counted):
+def test_only_tabs_of_a_browser_on_the_screen_count(env, browser, counted, then):
     """The agent ends Chrome and opens the tabs the task wants, through DevTools, in a Chromium of its
-    own: they count only when the desktop launched that browser and it shows them on the desktop's screen."""
+    own: they count only when the desktop launched that browser and it shows them on the desktop's screen
+    (`then`: what the agent does to the browser's window afterwards)."""
     urls = BRING_BACK_TAB["evaluator"]["expected"]["rules"]["urls"]
     devtools = "import urllib.request as r; u = 'http://127.0.0.1:1337/json/'"
     opened = (f"pkill chrome; sleep 1; {browser} --remote-debugging-port=1337 --user-data-dir=/tmp/cx {urls[0]} & "
               f"until python3 -c \"{devtools}; r.urlopen(u + 'list')\" 2>/dev/null; do sleep 0.5; done; "
-              f"python3 -c \"{devtools}; [r.urlopen(r.Request(u + 'new?' + t, method='PUT')) for t in {urls[1:]!r}]\"")
+              f"python3 -c \"{devtools}; [r.urlopen(r.Request(u + 'new?' + t, method='PUT')) for t in {urls[1:]!r}]\""
+              + (f"; sleep 1; {then}" if then else ""))
     reward, info = play(env, BRING_BACK_TAB, ["Agent.open_app('terminal')", f"Agent.type(text={opened!r}, enter=True)",
                                               *["Agent.wait()"] * 8, "Agent.exit(True)"])
     assert reward == float(counted), info

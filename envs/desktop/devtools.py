@@ -67,6 +67,11 @@ class DevTools:
             raise DevToolsError("DevTools /json/list did not answer a list of targets")
         return [t for t in listed if t.get("type") == "page"]
 
+    def window(self, tab: dict) -> dict:
+        """The bounds of the window showing a tab: left, top, width, height and windowState (normal,
+        minimized, maximized, fullscreen), as the browser knows them (an app the agent cannot rewrite)."""
+        return self.call(tab, "Browser.getWindowForTarget").get("bounds", {})
+
     def open(self, url: str) -> dict:
         return self.http(f"/json/new?{quote(url, safe=':/?&=#%+@,;~')}", method="PUT")
 

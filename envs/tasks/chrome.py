@@ -322,12 +322,25 @@ def time_diff_range(desktop: "Desktop", spec: dict, out: Path, budget: Budget):
 
 @getter("open_tabs_info")
 def open_tabs_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list[dict]:
+    """The tabs of the browser's windows on the screen, oldest first: a window moved off the screen or
+    minimised shows the task nothing (a window covered by another is not told apart: which X window is
+    the browser's, the X server cannot say, and the browser does not know what covers it)."""
     try:
         devtools = browser(desktop, budget, wait_s=5.0)
-        tabs = devtools.tabs()
+        tabs = [t for t in devtools.tabs() if _on_screen(devtools.window(t), desktop.width, desktop.height)]
     except DevToolsError:
         return []
     return [{"title": t.get("title", ""), "url": t.get("url", "")} for t in reversed(tabs)]  # oldest first
+
+
+def _on_screen(bounds: dict, width: int, height: int) -> bool:
+    """Whether a window with these bounds (DevTools') shows on a screen of width x height: not minimised, and
+    at least half of it on the screen (the window manager keeps a corner of one moved away in sight)."""
+    if bounds.get("windowState") == "minimized":
+        return False
+    left, top, w, h = (bounds.get(k, 0) for k in ("left", "top", "width", "height"))
+    shown = max(0, min(left + w, width) - max(left, 0)) * max(0, min(top + h, height) - max(top, 0))
+    return w > 0 and h > 0 and 2 * shown >= w * h
 
 
 @getter("page_info", url=(_string, True))
