@@ -205,9 +205,8 @@ class Sandbox:
     @staticmethod
     def _copy_stand_ins(dest: Path) -> None:
         """conf/compat: site/ the Python modules (pyautogui), bin/ the programs that stand in for
-        OSWorld's (sudo, google-chrome, …), apps/ the launchers of the apps the session starts apart, each
-        executable (a wheel may drop the x bit, or turn a
-        link into a copy)."""
+        OSWorld's (sudo, google-chrome, …), apps/ the launchers of the apps the session starts apart; each
+        executable (a wheel may drop the x bit, or turn a link into a copy)."""
         shutil.rmtree(dest, ignore_errors=True)
         (dest / "site").mkdir(parents=True)
         for f in COMPAT.glob("*.py"):

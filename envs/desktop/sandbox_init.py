@@ -90,7 +90,7 @@ LAUNCHER = "\0computerrl-launch"  # the session's socket for launches, in the sa
 APPS_DIR = "/run/desktop/compat/apps"  # their launcher scripts
 APPS = {"vlc": "vlc", "chromium": "chromium", "chromium-browser": "chromium", "google-chrome": "chromium",
         "google-chrome-stable": "chromium"}  # the name asked for -> its launcher
-REQUEST_BYTES = 1 << 20  # one request's line, at most (the launcher's socket is the agent's to write)
+REQUEST_BYTES = 1 << 20  # a request's line on the launcher's socket, at most (the agent's to write)
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 libc = ctypes.CDLL(None, use_errno=True)
 children: dict[int, subprocess.Popen] = {}  # what `spawn` started, polled by the env server
@@ -381,8 +381,9 @@ def _listening_program(port: int, program: str, launched: dict) -> str | None:
     (the file itself, by device and inode: a bind mount or a copy elsewhere is another file), each
     an app the session launched (`_not_launched`), started as `launched` says the desktop starts it
     (`_otherwise_started`: since no program of the agent's can write an app's memory, what the app's
-    command line and environment say is what it was started with): None when it is, else what holds it. Asked after connecting: had another listener accepted our connection and closed since,
-    the connection would be reset, not answered. The IPv4 listener on 127.0.0.1 is the one a
+    command line and environment say is what it was started with): None when it is, else what holds it.
+    Asked after connecting: had another listener accepted our connection and closed since, the connection
+    would be reset, not answered. The IPv4 listener on 127.0.0.1 is the one a
     connection to 127.0.0.1 reaches, or failing it the one on 0.0.0.0."""
     deadline = time.monotonic() + LISTENER_SCAN_S
     listeners = {}
@@ -561,10 +562,10 @@ SESSION_OPS = {"spawn": spawn, "run": run, "poll": poll, "kill": kill, "kill_all
 LAUNCHER_OPS = {"launch": launch}  # what the agent may ask
 
 
-def serve(conn: socket.socket, ops: dict) -> None:
+def serve(conn: socket.socket, ops: dict, limit: int = -1) -> None:
     with conn, conn.makefile("rb") as f:
         try:
-            req = json.loads(f.readline(REQUEST_BYTES))
+            req = json.loads(f.readline(limit))
             reply = ops[req["op"]](req)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the env server as a sentence
             reply = {"error": f"{type(e).__name__}: {e}"}
@@ -578,18 +579,20 @@ def serve(conn: socket.socket, ops: dict) -> None:
                 os.close(fd)
 
 
-def serve_forever(fd: int, ops: dict, threads: int = SERVERS, timeout_s: float | None = None) -> None:
+def serve_forever(fd: int, ops: dict, threads: int = SERVERS, timeout_s: float | None = None,
+                  limit: int = -1) -> None:
     # A fixed set of threads, started now: a desktop whose user has used up its processes (threads
-    # count) still gets its kill_all served.
+    # count) still gets its kill_all served. `timeout_s` and `limit` (a request's bytes) for the launcher's
+    # socket, which the agent may write: an asker that never finishes its line, or sends no end, holds nothing.
     listener = socket.socket(fileno=fd)
     listener.set_inheritable(False)  # what we start never holds it
 
     def accept_forever():
         while True:
             conn, _ = listener.accept()
-            conn.settimeout(timeout_s)  # the launcher's: an asker that never finishes its line holds no thread
+            conn.settimeout(timeout_s)
             with contextlib.suppress(OSError):
-                serve(conn, ops)
+                serve(conn, ops, limit)
 
     for _ in range(threads):
         threading.Thread(target=accept_forever, daemon=True).start()
@@ -648,7 +651,7 @@ def session(listener: int, processes: int) -> None:
         launcher = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         launcher.bind(LAUNCHER)  # before anything of the agent's runs: nothing can have taken the name
         launcher.listen(16)
-        serve_forever(launcher.detach(), LAUNCHER_OPS, threads=2, timeout_s=5.0)
+        serve_forever(launcher.detach(), LAUNCHER_OPS, threads=2, timeout_s=5.0, limit=REQUEST_BYTES)
     except BaseException as e:
         print(f"the session failed to start: {e!r}", file=sys.stderr, flush=True)
         os._exit(1)
