@@ -112,7 +112,8 @@ def test_vlc_tools_read_and_change_what_vlc_holds(env, server):
 
 
 @pytest.mark.parametrize("own", [
-    "/usr/bin/vlc --no-qt-privacy-ask --extraintf http --http-host 127.0.0.1 --http-port 8080 --http-password password &",
+    "/usr/bin/vlc --no-qt-privacy-ask --extraintf http --http-host 127.0.0.1 --http-port 8080 "
+    "--http-password password &",
     # Issue 43 row 2: the desktop's own launcher, run by the agent: started as genuinely as can be, and still
     # within the agent's reach (it started VLC with pages of its own, then rewrote its command line in its
     # memory), so no longer believed

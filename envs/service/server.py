@@ -397,7 +397,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             try:
                 score, detail = evaluate(slot.desktop, slot.task, slot.exit_success)
             except EvaluatorError as e:
-                return env_pb2.Score(score=0.0, configured=True, detail=bounded(str(e)), evaluator_error=bounded(str(e)))
+                why = bounded(str(e))
+                return env_pb2.Score(score=0.0, configured=True, detail=why, evaluator_error=why)
             except Exception as e:  # noqa: BLE001
                 # The desktop as the episode left it defeated the evaluation (a window the postconfig wants
                 # was closed, the task's own script the agent rewrote broke the sandbox, steps ran past
