@@ -83,9 +83,11 @@ def fleet(engines, tmp_path_factory):
     a, b = engines
     config = SpawnEnvsConfig(out=root / "envs", count=2, backend="docker", docker_image=IMAGE,
                              docker_hosts=f"{a.url},{b.url}", cache=root / "files", detach=True, poll_s=1.0)
-    assert run(config) == 0
-    yield root
-    run(SpawnEnvsConfig(out=root / "envs", stop=True))
+    try:  # a fleet that never became healthy is stopped too: its supervisor would go on starting containers
+        assert run(config) == 0
+        yield root
+    finally:
+        run(SpawnEnvsConfig(out=root / "envs", stop=True))
 
 
 def options(root: Path, out: Path, model: str, **extra) -> list[str]:
