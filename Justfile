@@ -185,6 +185,17 @@ rl-arm name seed *settings: install
     for d in bc eval-bc; do [ -e $arm/$d ] || cp -r $base/$d $arm/$d; done && \
     {{venv}}/computerrl entropulse --out $arm $common --set stop_after=rl1 --set track=24 --set rl_iterations=6 {{settings}}
 
+# Every arm of docs/rl-arms.md on BC seeds 0 and 1, one after another (about an hour each here); resumes.
+[group("bench")]
+rl-arms:
+    for seed in 0 1; do \
+        {{just_executable()}} rl-arm plain $seed && \
+        {{just_executable()}} rl-arm anchor-kl $seed --set grpo.anchor=kl --set grpo.anchor_weight=1.0 && \
+        {{just_executable()}} rl-arm anchor-nll $seed --set grpo.anchor=nll --set grpo.anchor_weight=0.1 && \
+        {{just_executable()}} rl-arm broad $seed --set rl_draw=stratified --set rl_tasks=12 --set dynamic_sampling=2 && \
+        {{just_executable()}} rl-arm small $seed --set grpo.updates_per_epoch=1 --set grpo.lr=1e-5 || exit 1; \
+    done
+
 # Score every supported task of a folder untouched on fresh desktops and list those that start solved.
 [group("tasks")]
 tasks-audit dir count="4" out=(runs / "audit"):
