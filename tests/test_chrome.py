@@ -286,6 +286,8 @@ def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
     # Issue 43 row 3: started by the agent, however genuinely (the desktop's own launcher script, on the
     # desktop's screen), a browser whose memory the agent can write is not believed (it was before)
     ("/run/desktop/compat/apps/chromium", False, ""),
+    # an option that makes the browser run a program of the agent's as its own child: the launcher refuses it
+    ("chromium --renderer-cmd-prefix=/usr/bin/env", False, ""),
     # the desktop's, its window then moved all but a corner off the screen, or minimised
     ("chromium", False, "wmctrl -x -r chromium -b remove,maximized_vert,maximized_horz; sleep 1; "
                         "xdotool search --class chromium windowmove %@ -5000 -5000"),

@@ -90,6 +90,13 @@ LAUNCHER = "\0computerrl-launch"  # the session's socket for launches, in the sa
 APPS_DIR = "/run/desktop/compat/apps"  # their launcher scripts
 APPS = {"vlc": "vlc", "chromium": "chromium", "chromium-browser": "chromium", "google-chrome": "chromium",
         "google-chrome-stable": "chromium"}  # the name asked for -> its launcher
+# The options an app is launched with, besides files and addresses (OSWorld's tasks pass these): any other
+# could make the app run a program of the asker's as its own child, within its reach (Chromium's
+# --renderer-cmd-prefix, --gpu-launcher…, VLC's interfaces)
+OPTIONS = {"chromium": {"remote-debugging-port", "user-data-dir", "new-window", "incognito", "start-maximized",
+                        "start-fullscreen", "window-size", "window-position"},
+           "vlc": {"start-time", "stop-time", "run-time", "repeat", "loop", "random", "play-and-pause",
+                   "play-and-exit", "fullscreen", "no-repeat", "no-loop", "f", "L", "R", "Z"}}
 REQUEST_BYTES = 1 << 20  # a request's line on the launcher's socket, at most (the agent's to write)
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 libc = ctypes.CDLL(None, use_errno=True)
@@ -142,7 +149,13 @@ def launch(req: dict) -> dict:
         raise RuntimeError("the desktop has not set up its apps yet")
     if not (isinstance(args, list) and all(isinstance(a, str) for a in args)) or not isinstance(cwd, str):
         raise ValueError("args: a list of strings; cwd: a string")
-    reply = spawn({"argv": [f"{APPS_DIR}/{APPS[name]}", *args], "env": apps["env"], "log": apps["log"],
+    app, operands = APPS[name], args.index("--") if "--" in args else len(args)
+    for arg in args[:operands]:
+        if arg.startswith("-") and arg.lstrip("-").split("=", 1)[0] not in OPTIONS[app]:
+            raise ValueError(f"{arg}: not an option the desktop launches {name} with (it takes files, addresses "
+                             f"and --{', --'.join(sorted(o for o in OPTIONS[app] if len(o) > 1))})")
+    poll({"pids": list(launched)})  # those that ended since: reaped, never left as zombies
+    reply = spawn({"argv": [f"{APPS_DIR}/{app}", *args], "env": apps["env"], "log": apps["log"],
                    "cwd": cwd if os.path.isdir(cwd) else "/home/user"})
     with lock:
         launched[reply["pid"]] = state_parent_start(reply["pid"])[2]
@@ -589,9 +602,9 @@ def serve_forever(fd: int, ops: dict, threads: int = SERVERS, timeout_s: float |
 
     def accept_forever():
         while True:
-            conn, _ = listener.accept()
-            conn.settimeout(timeout_s)
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # an asker gone or too slow: the thread serves the next
+                conn, _ = listener.accept()
+                conn.settimeout(timeout_s)
                 serve(conn, ops, limit)
 
     for _ in range(threads):

@@ -111,7 +111,12 @@ def task_files(folder: Path) -> tuple[list[Path], list[str]]:
     files, skipped = [], []
     inside = folder.resolve()
     for path in sorted(folder.rglob("*.json")):
-        if not path.resolve().is_relative_to(inside):
+        try:
+            target = path.resolve()
+        except (OSError, RuntimeError):  # a loop of links
+            skipped.append(f"{path}: a loop of links (not followed)")
+            continue
+        if not target.is_relative_to(inside):
             skipped.append(f"{path}: a link out of the task folder (not followed)")
             continue
         try:
