@@ -83,7 +83,7 @@ KILL_WAIT_S = 5.0  # how long kill_all waits for its victims to be reaped
 LISTENER_SCAN_S = 2.0  # how long `connect` may look for who listens (an agent may hold many descriptors)
 X11_DIR = "/tmp/.X11-unix"  # the desktop's X server's socket, bound in read-only
 SERVERS = 6  # requests served at once (the watchdog's poll beside a long setup command, …)
-UID = 1000  # the desktop's user, the same in the session's namespace
+UID, HOME = 1000, "/home/user"  # the desktop's user, the same in the session's namespace, and its home
 PR_SET_DUMPABLE, CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 4, 0x00020000, 0x10000000, 0x20000000
 CONFINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")  # Landlock, for what we start
 LAUNCHER = "\0computerrl-launch"  # the session's socket for launches, in the sandbox's own network namespace
@@ -142,7 +142,7 @@ def set_apps(req: dict) -> dict:
 def launch(req: dict) -> dict:
     """One of APPS, by its launcher script, in the desktop's environment whatever the asker's: the agent's
     `vlc` asks for it so, and the app then runs apart from the agent's programs."""
-    name, args, cwd = req.get("app"), req.get("args", []), req.get("cwd") or "/home/user"
+    name, args, cwd = req.get("app"), req.get("args", []), req.get("cwd", "")
     if name not in APPS:
         raise ValueError(f"{name!r} is not an app the desktop launches ({', '.join(sorted(APPS))})")
     if not apps:
@@ -156,7 +156,7 @@ def launch(req: dict) -> dict:
                              f"and --{', --'.join(sorted(o for o in OPTIONS[app] if len(o) > 1))})")
     poll({"pids": list(launched)})  # those that ended since: reaped, never left as zombies
     reply = spawn({"argv": [f"{APPS_DIR}/{app}", *args], "env": apps["env"], "log": apps["log"],
-                   "cwd": cwd if os.path.isdir(cwd) else "/home/user"})
+                   "cwd": cwd if os.path.isdir(cwd) else HOME})
     with lock:
         launched[reply["pid"]] = state_parent_start(reply["pid"])[2]
     return reply
