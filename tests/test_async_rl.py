@@ -32,7 +32,7 @@ def test_a_live_engine_switched_to_a_new_version_answers_as_that_version_loaded_
     other = other_version(tmp_path / "v1", tiny_model)
     greedy = Sampling(0.0, 12)
     live = make_engine("transformers", tiny_model, greedy, dtype="float32")
-    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["tiny"], live.count_tokens) for v in (1, 22)]
+    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["quick"], live.count_tokens) for v in (1, 22)]
     before = live.generate(chats, seed=0)  # also caches the shared system prompt's keys and values
     live.load_weights(other)
     after = live.generate(chats, seed=0)

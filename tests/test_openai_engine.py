@@ -16,7 +16,7 @@ OBS = {"focused_app": "calc", "windows": [], "a11y_tree": "tag\tname\ttext\tposi
 
 
 def chats(engine, n=2):
-    return [build_messages(f"Put {v} in cell B2.", OBS, [], BUDGETS["small"], engine.count_tokens) for v in range(n)]
+    return [build_messages(f"Put {v} in cell B2.", OBS, [], BUDGETS["quick"], engine.count_tokens) for v in range(n)]
 
 
 def test_a_server_without_token_ids_says_so_in_the_rows(llama_server):
@@ -28,7 +28,7 @@ def test_a_server_without_token_ids_says_so_in_the_rows(llama_server):
         assert g.text and g.finish in ("stop", "length")
         assert g.response_ids == [] and g.prompt_ids == [] and g.engine == "openai:no-token-ids"  # never guessed
         assert g.logprobs and all(lp <= 0 for lp in g.logprobs)
-    policy = ModelPolicy(engine, BUDGETS["small"], version="v")
+    policy = ModelPolicy(engine, BUDGETS["quick"], version="v")
     decision = policy.act("Put 1 in B2.", OBS, [])
     policy.close()
     assert decision.engine == "openai:no-token-ids" and decision.messages[0]["content"].endswith("Put 1 in B2.")

@@ -88,7 +88,7 @@ def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
 
     from computerrl.policy.logprobs import response_logprobs
 
-    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["small"], engine.count_tokens) for v in (1, 22)]
+    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["quick"], engine.count_tokens) for v in (1, 22)]
     chats[1] = chats[1][:1] + [{"role": "user", "content": "Short one."}]  # very different prompt lengths
     chats.append(chats[1][:1] + [{"role": "user", "content": "A longer one: " + "cell " * 40}])  # same system prompt
     assert engine.prefix_cache  # on a CPU: one call from the cached head they share (up to the task's line)
@@ -117,7 +117,7 @@ def test_sampling_draws_from_the_whole_distribution_the_logprobs_describe():
 
     engine = make_engine("transformers", embedded_checkpoint(), Sampling(temperature=3.0, max_new_tokens=24),
                          dtype="float32")
-    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["tiny"], engine.count_tokens) for v in (1, 22)]
+    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["quick"], engine.count_tokens) for v in (1, 22)]
     ranks = []
     for g in engine.generate(chats, seed=0):
         ids = torch.tensor([g.prompt_ids + g.response_ids])
@@ -179,7 +179,7 @@ def test_decoding_reads_the_shared_system_prompt_once_and_samples_what_sdpa_samp
 
     from computerrl.policy import engine_transformers, shared_attention
 
-    chats = [build_messages(f"Put {v} in B2.", OBS, [(f"answer {k}", "Done") for k in range(v % 3)], BUDGETS["tiny"],
+    chats = [build_messages(f"Put {v} in B2.", OBS, [(f"answer {k}", "Done") for k in range(v % 3)], BUDGETS["quick"],
                             engine.count_tokens) for v in (1, 22, 333)]  # other lengths: padding after the head
     used = []
     split = shared_attention.shared_prefix
@@ -214,7 +214,7 @@ def test_bfloat16_rows_say_so_and_stay_close_to_the_trainers_numbers():
 
     engine = make_engine("transformers", embedded_checkpoint(), Sampling(1.0, 24), dtype="bfloat16")
     trainer = load_model(embedded_checkpoint())
-    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["tiny"], engine.count_tokens) for v in (3, 44)]
+    chats = [build_messages(f"Put {v} in B2.", OBS, [], BUDGETS["quick"], engine.count_tokens) for v in (3, 44)]
     gens = engine.generate(chats, seed=5)
     assert {g.engine for g in gens} == {"transformers:bfloat16"}
     with torch.no_grad():
@@ -225,7 +225,7 @@ def test_bfloat16_rows_say_so_and_stay_close_to_the_trainers_numbers():
 
 
 def test_the_same_seed_samples_the_same_answers(engine):
-    chats = [build_messages("Put 5 in B2.", OBS, [], BUDGETS["small"], engine.count_tokens)]
+    chats = [build_messages("Put 5 in B2.", OBS, [], BUDGETS["quick"], engine.count_tokens)]
     assert engine.generate(chats, seed=11)[0].response_ids == engine.generate(chats, seed=11)[0].response_ids
 
 
@@ -235,7 +235,7 @@ def test_the_batcher_waits_for_every_episode_in_play(engine):
     from computerrl.policy.agent import ModelPolicy
 
     sizes = []
-    policy = ModelPolicy(engine, BUDGETS["small"], version="v", max_batch=8, gather_s=5.0,
+    policy = ModelPolicy(engine, BUDGETS["quick"], version="v", max_batch=8, gather_s=5.0,
                          on_batch=lambda n, s: sizes.append(n))
     answers = {}
     in_play = threading.Barrier(3)

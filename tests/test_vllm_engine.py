@@ -43,7 +43,7 @@ def calc_chats(*tasks: str) -> list:
     obs = {"focused_app": "calc", "windows": [{"id": "0x400003", "app": "calc", "title": "data.xlsx - LibreOffice Calc"}],
            "a11y_tree": "\n".join(f"table-cell\tB{i}\t{i}\t(300, {200 + 20 * i})\t(80, 20)" for i in range(1, 12)),
            "app_info": "Sheet1, used A1:B11", "last_result": "Done"}
-    return [build_messages(task, obs, [], BUDGETS["tiny"]) for task in tasks]
+    return [build_messages(task, obs, [], BUDGETS["quick"]) for task in tasks]
 
 
 def trainer_gap(rows_prompts, rows_responses, rows_logprobs, folder) -> torch.Tensor:
@@ -144,7 +144,8 @@ def test_real_vllm_rollout_in_desktops_serves_a_lora_adapter_with_the_trainers_l
     out = desktops / "rollout"
     done = subprocess.run([str(vllm_bin / "computerrl"), "rollout", "--engine", "vllm", "--model", str(adapter),
                            "--tasks", str(desktops / "tasks"), "--envs", str(desktops / "envs"), "--samples", "2",
-                           "--max-steps", "2", "--max-new-tokens", "24", "--temperature", "1.0", "--out", str(out)],
+                           "--max-steps", "2", "--max-new-tokens", "24", "--temperature", "1.0", "--budgets", "quick",
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=900, env=QUIET)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     ds = load(out)
@@ -162,7 +163,7 @@ def test_real_vllm_eval_in_desktops_prints_its_table(vllm_bin, desktops):
     out = desktops / "eval"
     done = subprocess.run([str(vllm_bin / "computerrl"), "eval", "--engine", "vllm", "--tasks", str(desktops / "tasks"),
                            "--envs", str(desktops / "envs"), "--max-steps", "1", "--max-new-tokens", "24",
-                           "--out", str(out)], capture_output=True, text=True, timeout=900,
+                           "--budgets", "quick", "--out", str(out)], capture_output=True, text=True, timeout=900,
                           env={**QUIET, "COLUMNS": "160"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "overall" in done.stdout and "95% CI" in done.stdout
@@ -251,7 +252,8 @@ def test_real_vllm_rollout_of_a_vision_model_reads_the_prompts_the_trainer_rebui
     done = subprocess.run([str(vllm_bin / "computerrl"), "rollout", "--engine", "vllm", "--model", str(smolvlm_folder),
                            "--tasks", str(desktops / "tasks"), "--envs", str(desktops / "envs"), "--samples", "1",
                            "--max-steps", "2", "--max-new-tokens", "16", "--temperature", "1.0", "--screens", "2",
-                           "--out", str(out)], capture_output=True, text=True, timeout=900, env=QUIET)
+                           "--budgets", "quick", "--out", str(out)], capture_output=True, text=True, timeout=900,
+                          env=QUIET)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = sorted(load(out).to_list(), key=lambda r: r["step"])
     assert {r["engine"] for r in rows} == {"vllm:float32"} and [r["screens"] for r in rows] == [1, 2][:len(rows)]
