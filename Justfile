@@ -96,7 +96,7 @@ stop-envs:
 console port="8765":
     {{venv}}/computerrl console --envs {{runs}}/envs --port {{port}}
 
-# The CPU demo: the whole Entropulse schedule with the embedded model (about an hour; `just demo --quick` ~10 min).
+# The CPU demo: the whole Entropulse schedule with the embedded model (about an hour; `just demo --quick` ~9 min).
 [group("pipelines")]
 demo *args: install
     {{venv}}/computerrl entropulse --out {{runs}}/demo {{args}}

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.desktop
 
 
 # The schedule's own time is the demo benchmark's to measure; this is a hang guard, as long as the runs' own
-# timeouts below (~11 min on 2 cores in float32; on one core under pytest-xdist, longer).
+# timeouts below (~9 min on 2 cores in float32; on one core under pytest-xdist, longer).
 @pytest.mark.timeout(1500 + 900)
 def test_the_quick_schedule_learns_in_bc_and_says_which_phase_had_nothing_to_train_on(tmp_path):
     """What a newcomer sees of `just demo --quick`: every phase run and evaluated, BC's success above the
@@ -22,8 +22,9 @@ def test_the_quick_schedule_learns_in_bc_and_says_which_phase_had_nothing_to_tra
     from PIL import Image
 
     from computerrl.policy.checkpoint import read_lineage
+    from computerrl.stages.schedule import schedule
 
-    out = tmp_path / "quick"
+    out, tasks = tmp_path / "quick", schedule("quick").test_tasks
     try:
         done = subprocess.run([sys.executable, "-m", "computerrl.cli.main", "entropulse", "--quick", "--out", str(out)],
                               capture_output=True, text=True, timeout=1500, env={**os.environ, "COLUMNS": "200"})
@@ -31,13 +32,13 @@ def test_the_quick_schedule_learns_in_bc_and_says_which_phase_had_nothing_to_tra
         subprocess.run([sys.executable, "-m", "computerrl.cli.main", "spawn-envs", "--out", str(out / "envs"), "--stop"],
                        capture_output=True, timeout=120)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
-    table = done.stdout[done.stdout.index("Entropulse schedule: success on 6 held-out tasks, seed 0"):]
+    table = done.stdout[done.stdout.index(f"Entropulse schedule: success on {tasks} held-out tasks, seed 0"):]
     lines = [line.strip() for line in table.splitlines()]
     success = {}
     for phase in ("base", "bc", "rl1", "entropulse", "rl2"):
         assert any(line.startswith(f"{phase} ") for line in lines), table
         summary = json.loads((out / f"eval-{phase}" / "summary.json").read_text())
-        assert summary["overall"]["tasks"] == 6
+        assert summary["overall"]["tasks"] == tasks
         success[phase] = summary["overall"]["success_rate"]
     assert success["bc"] > success["base"], success  # BC learned: it solves test tasks the base model does not
     for header in ("success [95% CI]", "seen", "new", "Δ prev (p)", "Δ BC (p)", "H tok", "flat"):

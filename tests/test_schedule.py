@@ -199,7 +199,7 @@ def test_a_preset_is_a_file_a_user_copies_edits_and_passes_back_with_config(tmp_
                                      "--set", "samples=3", "--show-config"])
     assert "rl_iterations: 3\n" in shown.output and "  lr: 1.0e-05\n" in shown.output
     assert "  epochs: 1\n" in shown.output and "  updates_per_epoch: 4\n" in shown.output  # quick's, the demo's
-    assert "samples: 3\n" in shown.output and "train_tasks: 12\n" in shown.output  # the quick preset's
+    assert "samples: 3\n" in shown.output and "train_tasks: 6\n" in shown.output  # the quick preset's
 
 
 @pytest.mark.parametrize("text, says", [("rl_iteration: 3", "unknown setting 'rl_iteration'"),
@@ -356,3 +356,30 @@ def test_the_iterations_table_shows_each_iterations_flat_share_and_the_weights_i
     rows = [line.split() for line in console.export_text().splitlines() if line.strip().startswith("rl1")]
     assert rows[0] == ["rl1", "1", "50%", "9"]  # drawn uniformly: no weights
     assert rows[1] == ["rl1", "2", "25%", "9", "solved", "0.90", "→", "0.34", "(0),", "new", "0.50", "→", "0.88", "(6)"]
+
+
+def test_a_phase_with_nothing_to_train_on_says_so_on_its_line(tmp_path):
+    """RL whose every group was flat, and an Entropulse with no success to learn from, say so on the report's
+    line instead of repeating the previous phase's figures (the quick demo's own run now trains in every phase)."""
+    from rich.console import Console
+
+    from computerrl.data.report import phase_figures, schedule_report, untrained
+
+    def summary(folder, **fields):
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps(fields))
+
+    summary(tmp_path / "rl1" / "policy-1", rows=0, skipped_fraction=1.0)
+    summary(tmp_path / "successes", rows=0)
+    summary(tmp_path / "rl2" / "policy-2", rows=8, skipped_fraction=0.5)
+    phases = ("bc", "rl1", "entropulse", "rl2")
+    assert [untrained(tmp_path, p) for p in phases] == ["", "no rows", "no successes", ""]
+    rows = [phase_figures(tmp_path, p, {"overall": {"mean_entropy": 0.1}}, None) for p in phases]
+    for row, won in zip(rows, (True, True, True, False)):
+        row["outcomes"] = {"t0": ("seen", won), "t1": ("seen", False)}
+    console = Console(record=True, width=200)
+    console.print(schedule_report({0: rows}))
+    success_table = console.export_text().split("how much each phase explores")[0]
+    lines = {line.split()[0]: line for line in success_table.splitlines() if line.strip()}
+    assert "— (no rows)" in lines["rl1"] and "— (no successes)" in lines["entropulse"]
+    assert lines["rl2"].split()[1] == "0%" and "-50 (1.000)" in lines["rl2"]  # its own figures, against BC
