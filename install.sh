@@ -81,14 +81,23 @@ vllm_venv() {
 # the start, beside apt-get and the other parts, and installed with the rest. Built for any x86-64, not this
 # CPU's extensions (built with them, AVX-512/AMX here, its server segfaulted on every chat completion of the
 # embedded model), and without its multimodal library (mtmd: half the build; the engine and the server serve
-# text models). No cache: pip would reuse a wheel it once built for this CPU, whatever CMAKE_ARGS say now.
+# text models). Not pip's cache (it would reuse a wheel once built for this CPU, whatever CMAKE_ARGS say now):
+# the wheel is kept in a folder of the cache named by what it was built from (the pinned version, the build
+# flags, the Python), so another clone of this repo on this machine installs it without compiling again.
 all_stamp=.venv/.computerrl-installed-all
 llama=0
 ((all)) && stale "$all_stamp" && llama=1
+llama_flags=${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}
+((llama)) && llama_wheels=${COMPUTERRL_HOME:-$HOME/.cache/computerrl}/wheels/llama-$(printf '%s|%s|%s' \
+  "$(extra llamacpp)" "$llama_flags" "$("$PY" --version)" | sha256sum | cut -c1-12)
 llama_wheel() {  # with a pip of its own: Debian's python3 may have none
+  [ -d "$llama_wheels" ] && return
   "$PY" -m venv "$logs/build"
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" "$logs/build/bin/python" -m pip wheel -q \
+  CMAKE_ARGS="$llama_flags" "$logs/build/bin/python" -m pip wheel -q \
     --disable-pip-version-check --no-deps --no-cache-dir -c constraints.txt -w "$logs/wheels" $(extra llamacpp)
+  mkdir -p "$(dirname "$llama_wheels")"
+  rm -rf "$llama_wheels.part" && cp -r "$logs/wheels" "$llama_wheels.part"
+  [ -d "$llama_wheels" ] || mv "$llama_wheels.part" "$llama_wheels"  # whole or not at all
 }
 # it needs a C++ compiler: from the start where the machine has one, else once apt-get has installed it
 ((llama)) && command -v g++ >/dev/null && command -v make >/dev/null && background llama-wheel llama_wheel
@@ -148,7 +157,7 @@ if ((all)); then
   if ((llama)); then
     finish llama-wheel
     flock "$logs/editable.lock" .venv/bin/python -m pip install -q --disable-pip-version-check --no-cache-dir \
-      --find-links "$logs/wheels" -c constraints.txt -e ".[dev,llamacpp]"
+      --find-links "$llama_wheels" -c constraints.txt -e ".[dev,llamacpp]"
     touch "$all_stamp"
   fi
   # OSWorld's own metrics, for the differential test only: its package alone, out of the import path
