@@ -161,6 +161,16 @@ def play(env: DesktopEnv, task: dict, codes: list[str]) -> tuple[float, dict]:
     return reward, info
 
 
+def wait_for_file(env: DesktopEnv, desktop, path: str, waits: int) -> bool:
+    """Up to `waits` Agent.wait() steps, until the desktop holds the file `path` (what a command the agent
+    typed writes when it is through): as an agent would wait, but no longer than the command takes."""
+    for _ in range(waits):
+        if desktop.sandbox.read(path, limit=0) is not None:
+            return True
+        act(env, "Agent.wait()")
+    return desktop.sandbox.read(path, limit=0) is not None
+
+
 def act(env: DesktopEnv, code: str):
     """One step with a well-formed model response; fails the test if the episode was lost."""
     obs, reward, terminated, truncated, info = env.step(response(code))

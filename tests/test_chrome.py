@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from conftest import play
+from conftest import act, play, wait_for_file
 from computerrl.envs.service.client import DesktopEnv
 from computerrl.envs.service.scripted import response
 from computerrl.envs.tasks.chrome import HISTORY_TEMPLATE
@@ -293,16 +293,23 @@ def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
                         "xdotool search --class chromium windowmove %@ -5000 -5000"),
     ("chromium", False, "xdotool search --class chromium windowminimize %@"),
 ])
-def test_only_tabs_of_a_browser_on_the_screen_count(env, browser, counted, then):
+def test_only_tabs_of_a_browser_on_the_screen_count(env, server, browser, counted, then):
     """The agent ends Chrome and opens the tabs the task wants, through DevTools, in a Chromium of its
     own: they count only when the desktop launched that browser and it shows them on the desktop's screen
-    (`then`: what the agent does to the browser's window afterwards)."""
+    (`then`: what the agent does to the browser's window afterwards). It waits for its command to end: the
+    browser's DevTools answering, or the desktop's launcher refusing the browser."""
     urls = BRING_BACK_TAB["evaluator"]["expected"]["rules"]["urls"]
     devtools = "import urllib.request as r; u = 'http://127.0.0.1:1337/json/'"
-    opened = (f"pkill chrome; sleep 1; {browser} --remote-debugging-port=1337 --user-data-dir=/tmp/cx {urls[0]} & "
-              f"until python3 -c \"{devtools}; r.urlopen(u + 'list')\" 2>/dev/null; do sleep 0.5; done; "
+    opened = (f"pkill chrome; sleep 1; ({browser} --remote-debugging-port=1337 --user-data-dir=/tmp/cx {urls[0]} "
+              f"|| touch /tmp/refused) & "
+              f"for i in $(seq 40); do [ -e /tmp/refused ] && break; "
+              f"python3 -c \"{devtools}; r.urlopen(u + 'list')\" 2>/dev/null && break; sleep 0.5; done; "
               f"python3 -c \"{devtools}; [r.urlopen(r.Request(u + 'new?' + t, method='PUT')) for t in {urls[1:]!r}]\""
-              + (f"; sleep 1; {then}" if then else ""))
-    reward, info = play(env, BRING_BACK_TAB, ["Agent.open_app('terminal')", f"Agent.type(text={opened!r}, enter=True)",
-                                              *["Agent.wait()"] * 8, "Agent.exit(True)"])
-    assert reward == float(counted), info
+              + (f"; sleep 1; {then}" if then else "") + "; touch /tmp/through")
+    env.reset(options={"task": BRING_BACK_TAB})
+    for code in ("Agent.open_app('terminal')", f"Agent.type(text={opened!r}, enter=True)"):
+        act(env, code)
+    assert wait_for_file(env, server[0].slots[0].desktop, "/tmp/through", waits=20)
+    act(env, "Agent.wait()")  # the last tab's page loads
+    _, reward, terminated, _, info = env.step(response("Agent.exit(True)"))
+    assert terminated and reward == float(counted), info
