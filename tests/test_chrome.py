@@ -138,25 +138,30 @@ DELETE_ON_CLOSE = {
                   "expected": {"type": "rule", "rules": {"expected": "true"}}}}
 
 
-def edit_preferences(env, task: dict, change: str) -> tuple[float, dict]:
+def edit_preferences(env, desktop, task: dict, change: str) -> tuple[float, dict]:
     """Play `task`: the agent ends Chrome from a terminal and edits its Preferences (`change`: Python on the
     loaded dict `d`), then says done."""
     edit = ("pkill chrome; sleep 2; python3 -c \"import json; p = '/home/user/.config/google-chrome/Default/Preferences'; "
-            f"d = json.load(open(p)); {change}; json.dump(d, open(p, 'w'))\"")
-    return play(env, task, ["Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)",
-                            "Agent.wait()", "Agent.wait()", "Agent.wait()", "Agent.exit(True)"])
+            f"d = json.load(open(p)); {change}; json.dump(d, open(p, 'w'))\"; touch /tmp/through")
+    env.reset(options={"task": task})
+    for code in ("Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)"):
+        act(env, code)
+    assert wait_for_file(env, desktop, "/tmp/through", waits=10)
+    _, reward, terminated, _, info = env.step(response("Agent.exit(True)"))
+    assert terminated
+    return reward, info
 
 
-def test_delete_data_on_close_is_the_cookies_setting_not_any_content_setting_a_fresh_profile_has(env):
+def test_delete_data_on_close_is_the_cookies_setting_not_any_content_setting_a_fresh_profile_has(env, server):
     reward, info = play(env, DELETE_ON_CLOSE, ["Agent.exit(True)"])
     assert reward == 0.0, info  # OSWorld's getter scores this untouched start 1
-    reward, info = edit_preferences(env, DELETE_ON_CLOSE,
+    reward, info = edit_preferences(env, server[0].slots[0].desktop, DELETE_ON_CLOSE,
                                     "d['profile'].setdefault('default_content_setting_values', {})['cookies'] = 4")
     assert reward == 1.0, info
 
 
-def test_a_preference_written_by_chrome_is_read_from_its_profile(env):
-    reward, info = edit_preferences(env, FONT_SIZE,
+def test_a_preference_written_by_chrome_is_read_from_its_profile(env, server):
+    reward, info = edit_preferences(env, server[0].slots[0].desktop, FONT_SIZE,
                                     "d.setdefault('webkit', {}).setdefault('webprefs', {})['default_font_size'] = 72")
     assert reward == 1.0, info
     reward, info = play(env, FONT_SIZE, ["Agent.exit(True)"])
