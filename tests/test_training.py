@@ -1,4 +1,8 @@
-"""`filter-success` and `sft` on the embedded model (real weights, CPU), and resuming a killed run."""
+"""`filter-success`, `sft` and `grpo`'s bookkeeping, and resuming a killed run. What any model shows (a loss that
+falls, the checkpoint's files, πold recomputed, the importance weights, the optimizer steps, a step retried in
+less memory) is trained on the tiny stand-in model (conftest's `tiny_model`); the killed run and LoRA's memory
+on the embedded model, whose steps take long enough to be killed between and whose activations are a real
+model's."""
 
 from __future__ import annotations
 
@@ -78,20 +82,22 @@ def chat_rows(n=4):
     return rows
 
 
-def test_sft_lowers_its_loss_and_writes_a_checkpoint_with_lineage_and_metrics(tmp_path):
+def test_sft_lowers_its_loss_and_writes_a_checkpoint_with_lineage_and_metrics(tmp_path, tiny_model):
     from computerrl.data.schemas import SFT_FEATURES
     from computerrl.policy.checkpoint import load_model, policy_version, read_lineage
     from computerrl.stages.sft import SFTConfig, run
+    from conftest import TINY_VERSION
 
     save_atomic(datasets.Dataset.from_list(chat_rows(), features=SFT_FEATURES), tmp_path / "data")
-    summary = run(SFTConfig(data=[tmp_path / "data"], out=tmp_path / "ckpt", epochs=4, batch_rows=4, lr=1e-4))
+    summary = run(SFTConfig(data=[tmp_path / "data"], model=tiny_model, out=tmp_path / "ckpt", epochs=8, batch_rows=4,
+                            lr=1e-2))  # random weights: more steps at a higher rate than a trained model needs
     metrics = load(tmp_path / "ckpt" / "metrics")
-    assert len(metrics) == 4 and summary["updates"] == 4
+    assert len(metrics) == 8 and summary["updates"] == 8
     assert metrics["loss"][-1] < 0.7 * metrics["loss"][0]
     assert all(n > 0 for n in metrics["grad_norm"]) and all(t == metrics["tokens"][0] for t in metrics["tokens"])
     assert all(s > 0 for s in metrics["seconds"])  # each optimizer step's wall time
     card = read_lineage(tmp_path / "ckpt")
-    assert card["stage"] == "sft" and card["parent"] == "smollm2-135m-instruct"
+    assert card["stage"] == "sft" and card["parent"] == TINY_VERSION
     assert policy_version(tmp_path / "ckpt").startswith("sft:ckpt:")
     load_model(tmp_path / "ckpt")  # a normal checkpoint, rollout's way of loading it
 
@@ -122,17 +128,17 @@ def test_a_killed_sft_resumes_where_it_stopped(tmp_path):
     assert "already trained" in again.stdout
 
 
-def test_grpo_rows_of_another_engine_get_the_trainers_old_logprobs_and_truncated_weights(tmp_path):
+def test_grpo_rows_of_another_engine_get_the_trainers_old_logprobs_and_truncated_weights(tmp_path, tiny_model):
     """Rows a vLLM engine sampled: πold is the trainer's recomputation (ratio 1 on the first epoch, not
     the engine's numbers), and each token's loss is weighted by min(πold_trainer / π_engine, cap)."""
     import torch
 
-    from computerrl.policy.checkpoint import embedded_checkpoint, load_model, load_tokenizer
+    from computerrl.policy.checkpoint import load_model, load_tokenizer
     from computerrl.policy.logprobs import answer_ids, chat_prompt_ids, response_logprobs
     from computerrl.stages.grpo import GRPOConfig, run
 
-    tok = load_tokenizer(embedded_checkpoint())
-    model = load_model(embedded_checkpoint())
+    tok = load_tokenizer(tiny_model)
+    model = load_model(tiny_model)
     rows, shifts = [], (0.5, 2.0)  # the engine saw these answers as e^0.5 and e^2 times less likely
     for sample, chat in enumerate(chat_rows(2)):
         prompt, answer = chat_prompt_ids(tok, chat["messages"][:-1]), answer_ids(tok, chat["messages"][-1]["content"])
@@ -142,7 +148,8 @@ def test_grpo_rows_of_another_engine_get_the_trainers_old_logprobs_and_truncated
             "prompt_ids": prompt, "response_ids": answer, "engine": "vllm",
             "behavior_logprobs": (trainer_logp - shifts[sample]).tolist()})
     write_steps(tmp_path / "steps", rows)
-    run(GRPOConfig(rollouts=[tmp_path / "steps"], out=tmp_path / "policy", epochs=1, lr=1e-6, temperature=1.0))
+    run(GRPOConfig(rollouts=[tmp_path / "steps"], model=tiny_model, out=tmp_path / "policy", epochs=1, lr=1e-6,
+                   temperature=1.0))
     metrics = load(tmp_path / "policy" / "metrics")[0]
     assert metrics["ratio"] == pytest.approx(1.0, abs=1e-4)
     n = [len(r["response_ids"]) for r in rows]
@@ -151,23 +158,24 @@ def test_grpo_rows_of_another_engine_get_the_trainers_old_logprobs_and_truncated
     expected = -(n[0] * weights[0] * adv[0] + n[1] * weights[1] * adv[1]) / sum(n)
     assert metrics["loss"] == pytest.approx(expected, rel=1e-3)
     # with a KL term whose reference is the policy it starts from: πref = πθ on the first step, so no KL
-    run(GRPOConfig(rollouts=[tmp_path / "steps"], out=tmp_path / "kl", epochs=1, lr=1e-6, temperature=1.0, beta=0.5))
+    run(GRPOConfig(rollouts=[tmp_path / "steps"], model=tiny_model, out=tmp_path / "kl", epochs=1, lr=1e-6,
+                   temperature=1.0, beta=0.5))
     with_kl = load(tmp_path / "kl" / "metrics")[0]
     assert with_kl["kl"] == pytest.approx(0.0, abs=1e-5) and with_kl["loss"] == pytest.approx(expected, rel=1e-3)
 
 
-def test_grpo_rows_an_older_version_sampled_are_weighed_for_their_lag(tmp_path):
+def test_grpo_rows_an_older_version_sampled_are_weighed_for_their_lag(tmp_path, tiny_model):
     """The asynchronous loop's rows: the trainer's own engine in float32, but an older policy version. πold is
     the trainer's current policy (ratio 1 on the first epoch), the lag weighed by min(π_now / π_then, cap),
     and the summary counts the stale rows and the weights clipped at the cap. Labelled with the trained
     model's own version, the same rows are taken at their word (πold = their log-probs)."""
     import torch
 
-    from computerrl.policy.checkpoint import embedded_checkpoint, load_model, load_tokenizer, policy_version
+    from computerrl.policy.checkpoint import load_model, load_tokenizer, policy_version
     from computerrl.policy.logprobs import answer_ids, chat_prompt_ids, response_logprobs
     from computerrl.stages.grpo import GRPOConfig, run
 
-    tok, model = load_tokenizer(embedded_checkpoint()), load_model(embedded_checkpoint())
+    tok, model = load_tokenizer(tiny_model), load_model(tiny_model)
     rows = []
     for sample, (chat, shift) in enumerate(zip(chat_rows(2), (0.5, 2.0))):  # e^0.5 kept, e^2 cut to the cap of 2
         prompt, answer = chat_prompt_ids(tok, chat["messages"][:-1]), answer_ids(tok, chat["messages"][-1]["content"])
@@ -177,33 +185,34 @@ def test_grpo_rows_an_older_version_sampled_are_weighed_for_their_lag(tmp_path):
             "prompt_ids": prompt, "response_ids": answer, "behavior_logprobs": (now - shift).tolist(),
             "policy_version": "async-rl:policy-0:older"})
     write_steps(tmp_path / "stale", rows)
-    summary = run(GRPOConfig(rollouts=[tmp_path / "stale"], out=tmp_path / "policy", epochs=1, lr=1e-6, temperature=1.0))
+    summary = run(GRPOConfig(rollouts=[tmp_path / "stale"], model=tiny_model, out=tmp_path / "policy", epochs=1,
+                             lr=1e-6, temperature=1.0))
     assert load(tmp_path / "policy" / "metrics")[0]["ratio"] == pytest.approx(1.0, abs=1e-4)
     n = [len(r["response_ids"]) for r in rows]
     assert summary["stale_rows"] == 2 and summary["is_clip_fraction"] == pytest.approx(n[1] / sum(n))
     assert summary["is_weight_mean"] == pytest.approx((n[0] * float(torch.tensor(0.5).exp()) + n[1] * 2.0) / sum(n),
                                                       rel=1e-4)
-    own = [r | {"policy_version": policy_version(embedded_checkpoint())} for r in rows]
+    own = [r | {"policy_version": policy_version(tiny_model)} for r in rows]
     write_steps(tmp_path / "own", own)
-    summary = run(GRPOConfig(rollouts=[tmp_path / "own"], out=tmp_path / "own-policy", epochs=1, lr=1e-6,
-                             temperature=1.0))
+    summary = run(GRPOConfig(rollouts=[tmp_path / "own"], model=tiny_model, out=tmp_path / "own-policy", epochs=1,
+                             lr=1e-6, temperature=1.0))
     assert summary["stale_rows"] == 0 and summary["last"]["ratio"] > 1.5  # exp(shift): their numbers were πold
 
 
-def test_grpo_splits_each_pass_into_the_optimizer_steps_asked_for(tmp_path):
+def test_grpo_splits_each_pass_into_the_optimizer_steps_asked_for(tmp_path, tiny_model):
     """Four rows, two passes of two steps each: four updates, each on half the rows, all rows each pass."""
-    from computerrl.policy.checkpoint import embedded_checkpoint, load_tokenizer
+    from computerrl.policy.checkpoint import load_tokenizer
     from computerrl.policy.logprobs import answer_ids, chat_prompt_ids
     from computerrl.stages.grpo import GRPOConfig, run
 
-    tok, rows = load_tokenizer(embedded_checkpoint()), []
+    tok, rows = load_tokenizer(tiny_model), []
     for i, chat in enumerate(chat_rows(4)):  # two groups of two, each with a win and a loss
         rows.append(step_row(f"t{i // 2}", i % 2, 0, success=i % 2 == 0) | {
             "prompt_ids": chat_prompt_ids(tok, chat["messages"][:-1]),
             "response_ids": answer_ids(tok, chat["messages"][-1]["content"])})
     write_steps(tmp_path / "steps", rows)
-    summary = run(GRPOConfig(rollouts=[tmp_path / "steps"], out=tmp_path / "policy", epochs=2, updates_per_epoch=2,
-                             lr=1e-6, temperature=1.0))
+    summary = run(GRPOConfig(rollouts=[tmp_path / "steps"], model=tiny_model, out=tmp_path / "policy", epochs=2,
+                             updates_per_epoch=2, lr=1e-6, temperature=1.0))
     metrics = load(tmp_path / "policy" / "metrics")
     assert summary["updates"] == 4 and [m["epoch"] for m in metrics] == [0, 0, 1, 1]
     assert all(0 < m["tokens"] < sum(len(r["response_ids"]) for r in rows) for m in metrics)
@@ -261,13 +270,14 @@ def test_lora_in_bfloat16_holds_fewer_activations_and_optimizer_states_than_full
     assert {p.dtype for p in lora.model.parameters()} == {torch.bfloat16}  # the adapters too
 
 
-def test_a_step_out_of_gpu_memory_reruns_checkpointed_then_halved_to_the_same_result_stand_in_oom(tmp_path, caplog):
+def test_a_step_out_of_gpu_memory_reruns_checkpointed_then_halved_to_the_same_result_stand_in_oom(tmp_path, caplog,
+                                                                                                 tiny_model):
     """No GPU here: a stand-in raises torch's OutOfMemoryError for passes of more than one row, as a card
     too small for the micro-batch would. The step is run again in less memory and its update is the one
     that one-row passes give."""
     import torch
 
-    from computerrl.policy.checkpoint import embedded_checkpoint, load_model
+    from computerrl.policy.checkpoint import load_model
     from computerrl.policy.logprobs import response_logprobs
     from computerrl.policy.trainer import TrainConfig, Trainer
 
@@ -283,18 +293,18 @@ def test_a_step_out_of_gpu_memory_reruns_checkpointed_then_halved_to_the_same_re
         return loss_fn
 
     n_tokens = sum(map(len, answers))
-    tight = Trainer(TrainConfig(out=tmp_path / "tight", lr=1e-4, train_layers=2))
+    tight = Trainer(TrainConfig(model=tiny_model, out=tmp_path / "tight", lr=1e-4, train_layers=1))
     with caplog.at_level("WARNING"):
         logs = tight.step([[0, 1, 2, 3]], n_tokens, loss_of(tight, oom=True))
     said = caplog.text
     assert "gradient checkpointing" in said and "split in 2" in said and "split in 4" in said
     assert tight.cfg.gradient_checkpointing and tight.halvings == 2
     assert logs["rows"] * n_tokens == 4  # every row counted once, the failed passes not at all
-    roomy = Trainer(TrainConfig(out=tmp_path / "roomy", lr=1e-4, train_layers=2))
+    roomy = Trainer(TrainConfig(model=tiny_model, out=tmp_path / "roomy", lr=1e-4, train_layers=1))
     roomy.step([[0], [1], [2], [3]], n_tokens, loss_of(roomy, oom=False))
     for a, b in zip(tight.model.parameters(), roomy.model.parameters()):
         assert torch.allclose(a, b, atol=1e-6)
-    start = load_model(embedded_checkpoint())
+    start = load_model(tiny_model)
     assert any(not torch.equal(a, b) for a, b in zip(tight.model.parameters(), start.parameters()))  # it did train
     # the next step starts at the size that fitted: no retry
     caplog.clear()
