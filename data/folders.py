@@ -16,6 +16,7 @@ MANIFEST = "an env manifest"
 ENVS = "a spawn-envs folder"
 CHECKPOINT = "a checkpoint (a transformers model folder or a LoRA adapter)"
 EVAL = "an eval folder"
+FILE_CACHE = "a task file cache (the files a suite's tasks download, by index.json)"
 # The columns that tell one dataset kind from another (data/schemas.py's features).
 DATASET_COLUMNS = {TASKS: {"task_id", "task_json"}, STEPS: {"response", "reward", "group_id"},
                    CHATS: {"messages"}, MANIFEST: {"env_id", "address"}}  # in this order: a step dataset has messages
@@ -48,6 +49,8 @@ def kind(path: Path | str) -> str:
         return ENVS
     if kind(path / "train") == TASKS or kind(path / "test") == TASKS:
         return SUITE
+    if (path / "index.json").is_file() and not any(f.suffix == ".json" and f.name != "index.json" for f in path.iterdir()):
+        return FILE_CACHE
     names = {f.name for f in path.rglob("*.json")}
     if "dataset_info.json" in names:
         return "a folder of datasets"

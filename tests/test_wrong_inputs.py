@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from computerrl.cli.main import app
 from computerrl.data.datasets_io import save_atomic
-from computerrl.data.folders import CHATS, CHECKPOINT, ENVS, EVAL, STEPS, SUITE, TASK_FILES, TASKS, kind
+from computerrl.data.folders import CHATS, CHECKPOINT, ENVS, EVAL, FILE_CACHE, STEPS, SUITE, TASK_FILES, TASKS, kind
 from computerrl.data.schemas import SFT_FEATURES, STEP_FEATURES, TASK_FEATURES
 from computerrl.envs.fleet.manifest import write_manifest
 
@@ -26,12 +26,14 @@ def empty(features: datasets.Features, path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
-    """RUNS/tasks (a suite: train, test, expert), RUNS/envs (a spawn-envs folder), RUNS/eval (an eval
+    """RUNS/tasks (a suite: train, test, expert and its file cache), RUNS/envs (a spawn-envs folder), RUNS/eval (an eval
     folder), RUNS/successes (a chat dataset), RUNS/model (a checkpoint), RUNS/osworld (task files)."""
     root = tmp_path_factory.mktemp("runs")
     for split in ("train", "test"):
         empty(TASK_FEATURES, root / "tasks" / split)
     empty(STEP_FEATURES, root / "tasks" / "expert")
+    (root / "tasks" / "files").mkdir()
+    (root / "tasks" / "files" / "index.json").write_text("{}")  # what `tasks build` writes there, with the files
     write_manifest(root / "envs", [], {})
     empty(STEP_FEATURES, root / "eval" / "steps")
     (root / "eval" / "summary.json").write_text("{}")
@@ -44,8 +46,9 @@ def runs(tmp_path_factory) -> Path:
 
 
 def test_each_folder_is_told_for_what_it_is(runs):
-    assert [kind(runs / p) for p in ("tasks", "tasks/train", "tasks/expert", "envs", "eval", "successes", "model",
-                                     "osworld")] == [SUITE, TASKS, STEPS, ENVS, EVAL, CHATS, CHECKPOINT, TASK_FILES]
+    assert [kind(runs / p) for p in ("tasks", "tasks/train", "tasks/expert", "tasks/files", "envs", "eval", "successes",
+                                     "model", "osworld")] == [SUITE, TASKS, STEPS, FILE_CACHE, ENVS, EVAL, CHATS,
+                                                              CHECKPOINT, TASK_FILES]
     assert kind(runs / "nowhere").startswith("nothing")
 
 
