@@ -23,7 +23,7 @@ from rich.console import Console
 from computerrl.envs.tasks.suites import all_templates
 from computerrl.envs.tasks.suites.build import generate, write_files
 from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
-from computerrl.stages.tasks_build import BuildConfig, _replay
+from computerrl.stages.tasks_build import BuildConfig, replay_both, why_dropped
 
 
 def main() -> None:
@@ -56,12 +56,13 @@ def main() -> None:
                 start_s = time.perf_counter() - t1
                 cfg = BuildConfig(out=out, train=len(sample), test=0, envs=envs, replay=True)
                 t1 = time.perf_counter()
-                replays = _replay(cfg, out, sample, console)
+                replays, untouched = replay_both(cfg, out, sample, console)
                 wall = time.perf_counter() - t1
             finally:
                 spawn(SpawnEnvsConfig(out=envs, stop=True))
-            steps = sum(len(r.rows) for r in replays if r.success)
-            result.update(replayed=len(sample), kept=sum(r.success for r in replays), replay_wall_s=round(wall, 1),
+            steps = sum(len(r.rows) for r in replays + untouched)
+            kept = sum(not why_dropped(r, u) for r, u in zip(replays, untouched))
+            result.update(replayed=len(sample), kept=kept, replay_wall_s=round(wall, 1),
                           start_s=round(start_s, 1), replay_steps_per_s=round(steps / wall, 2) if wall else 0.0,
                           envs=args.envs)
             console.print(f"replayed {len(sample)} on {args.envs} desktops in {wall:.0f} s (after {start_s:.0f} s "
