@@ -37,8 +37,10 @@ class LlamaCppEngine:
     def __init__(self, checkpoint: Path, sampling: Sampling, *, gguf_type: str = "f16", max_batch: int = 8,
                  context: int = 4096, threads: int = 0):
         """`max_batch`: chats sampled together at most; `context`: tokens a chat may hold, prompt and
-        answer; `threads`: llama.cpp's threads (0 = every core). The KV cache holds (max_batch +
-        PREFIXES_KEPT) × context tokens, allocated at once: 1.1 GB for SmolLM2 at the defaults."""
+        answer; `threads`: llama.cpp's threads (0 = as torch computes: OMP_NUM_THREADS where set, else every
+        core; its threads spin while they wait, so more of them than cores to spare slows it down). The KV
+        cache holds (max_batch + PREFIXES_KEPT) × context tokens, allocated at once: 1.1 GB for SmolLM2 at
+        the defaults."""
         try:
             import llama_cpp
         except ImportError:
@@ -73,7 +75,8 @@ class LlamaCppEngine:
         if gguf_type == "f32":  # the trainer's numbers: keys, values and attention in float32 too
             params.type_k = params.type_v = llama_cpp.GGML_TYPE_F32
             params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # its CPU kernel rounds to float16
-        params.n_threads = params.n_threads_batch = self.threads or os.cpu_count() or 1
+        omp = os.environ.get("OMP_NUM_THREADS", "")
+        params.n_threads = params.n_threads_batch = self.threads or (int(omp) if omp.isdigit() else 0) or os.cpu_count() or 1
         self._ctx = llama_cpp.llama_init_from_model(self._model, params)
         if not self._ctx:
             raise RuntimeError("llama.cpp could not make a context (out of memory?)")
