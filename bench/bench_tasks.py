@@ -23,7 +23,7 @@ from rich.console import Console
 from computerrl.envs.tasks.suites import all_templates
 from computerrl.envs.tasks.suites.build import generate, write_files
 from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
-from computerrl.stages.tasks_build import BuildConfig, replay_both, why_dropped
+from computerrl.stages.tasks_build import BuildConfig, replay_solutions_and_starts, why_dropped
 
 
 def main() -> None:
@@ -56,7 +56,7 @@ def main() -> None:
                 start_s = time.perf_counter() - t1
                 cfg = BuildConfig(out=out, train=len(sample), test=0, envs=envs, replay=True)
                 t1 = time.perf_counter()
-                replays, untouched = replay_both(cfg, out, sample, console)
+                replays, untouched = replay_solutions_and_starts(cfg, out, sample, console)
                 wall = time.perf_counter() - t1
             finally:
                 spawn(SpawnEnvsConfig(out=envs, stop=True))

@@ -49,7 +49,8 @@ def kind(path: Path | str) -> str:
         return ENVS
     if kind(path / "train") == TASKS or kind(path / "test") == TASKS:
         return SUITE
-    if (path / "index.json").is_file() and not any(f.suffix == ".json" and f.name != "index.json" for f in path.iterdir()):
+    others = (f for f in path.iterdir() if f.name != "index.json")
+    if (path / "index.json").is_file() and not any(f.suffix == ".json" for f in others):
         return FILE_CACHE
     names = {f.name for f in path.rglob("*.json")}
     if "dataset_info.json" in names:

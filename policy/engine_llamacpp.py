@@ -37,8 +37,9 @@ class LlamaCppEngine:
     def __init__(self, checkpoint: Path, sampling: Sampling, *, gguf_type: str = "f16", max_batch: int = 8,
                  context: int = 4096, threads: int = 0):
         """`max_batch`: chats sampled together at most; `context`: tokens a chat may hold, prompt and
-        answer; `threads`: llama.cpp's threads (0 = as torch computes: OMP_NUM_THREADS where set, else every
-        core; its threads spin while they wait, so more of them than cores to spare slows it down). The KV
+        answer; `threads`: llama.cpp's threads (0 = as many as torch computes with: OMP_NUM_THREADS where set,
+        else the physical cores; its threads spin while they wait, so more than there are cores to spare
+        slows it down). The KV
         cache holds (max_batch + PREFIXES_KEPT) × context tokens, allocated at once: 1.1 GB for SmolLM2 at
         the defaults."""
         try:
@@ -75,8 +76,9 @@ class LlamaCppEngine:
         if gguf_type == "f32":  # the trainer's numbers: keys, values and attention in float32 too
             params.type_k = params.type_v = llama_cpp.GGML_TYPE_F32
             params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED  # its CPU kernel rounds to float16
-        omp = os.environ.get("OMP_NUM_THREADS", "")
-        params.n_threads = params.n_threads_batch = self.threads or (int(omp) if omp.isdigit() else 0) or os.cpu_count() or 1
+        import torch  # the process's thread count, as its other engines and the trainer compute
+
+        params.n_threads = params.n_threads_batch = self.threads or torch.get_num_threads()
         self._ctx = llama_cpp.llama_init_from_model(self._model, params)
         if not self._ctx:
             raise RuntimeError("llama.cpp could not make a context (out of memory?)")

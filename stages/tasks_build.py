@@ -115,7 +115,7 @@ def run(cfg: BuildConfig, console=None) -> dict:
     summary: dict = {"generated": {split: len(insts) for split, insts in drawn.items()},
                      "generate_s": round(gen_s, 2)}
     if cfg.replay and everything:
-        replays, untouched = replay_both(cfg, out, everything, console)
+        replays, untouched = replay_solutions_and_starts(cfg, out, everything, console)
         dropped = {r.task_id: why for r, u in zip(replays, untouched) if (why := why_dropped(r, u))}
         kept = {i.task_id for i in everything} - set(dropped)
         reasons = Counter(why.split(":")[0] for why in dropped.values())
@@ -170,7 +170,8 @@ def _check_fleet(cfg: BuildConfig) -> None:
                          f"--cache {files} …`")
 
 
-def replay_both(cfg: BuildConfig, out: Path, instances: list[Instance], console) -> tuple[list, list]:
+def replay_solutions_and_starts(cfg: BuildConfig, out: Path, instances: list[Instance],
+                                console) -> tuple[list, list]:
     """Each instance's reference solution and its untouched start (`NO_ACTION`), played on the desktops
     of `cfg.envs` (which `_check_fleet` checked): two lists of trajectories in the order of `instances`."""
     from computerrl.data.journal import Journal

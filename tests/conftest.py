@@ -151,24 +151,25 @@ def task_env(server, cache):
     return DesktopEnv(server[1], 0, max_steps=30)
 
 
-def play(env: DesktopEnv, task: dict, codes: list[str]) -> tuple[float, dict]:
-    """One episode of `task` with these actions (every one valid and nothing lost), to its end: (reward, info)."""
+def play(env: DesktopEnv, task: dict, codes: list[str], wait_for: tuple | None = None) -> tuple[float, dict]:
+    """One episode of `task` with these actions (every one valid and nothing lost), to its end: (reward, info).
+    `wait_for` (desktop, path, waits): before the last action, up to `waits` Agent.wait() steps until the desktop
+    holds the file `path`, which a command the agent typed writes when it is through: as an agent would wait, but
+    no longer than the command takes."""
     env.reset(options={"task": task})
-    for code in codes:
+    for k, code in enumerate(codes):
+        if wait_for and k == len(codes) - 1:
+            desktop, path, waits = wait_for
+            for _ in range(waits):
+                if desktop.sandbox.read(path, limit=0) is not None:
+                    break
+                act(env, "Agent.wait()")
+            assert desktop.sandbox.read(path, limit=0) is not None, \
+                f"the agent's command did not end within {waits} waits; its terminal: {desktop.terminal_output()!r}"
         obs, reward, terminated, truncated, info = env.step(response(code))
         assert info["action_valid"] and not info["aborted"], info
     assert terminated
     return reward, info
-
-
-def wait_for_file(env: DesktopEnv, desktop, path: str, waits: int) -> bool:
-    """Up to `waits` Agent.wait() steps, until the desktop holds the file `path` (what a command the agent
-    typed writes when it is through): as an agent would wait, but no longer than the command takes."""
-    for _ in range(waits):
-        if desktop.sandbox.read(path, limit=0) is not None:
-            return True
-        act(env, "Agent.wait()")
-    return desktop.sandbox.read(path, limit=0) is not None
 
 
 def act(env: DesktopEnv, code: str):

@@ -361,7 +361,7 @@ def test_a_real_model_builds_through_the_openai_engine(run_dir, llama_server):
     as it is (a 135M model mostly cannot write UNO code), and the transcript replays it exactly."""
     summary = run(BuildApisConfig(app="calc", tasks=run_dir / "tasks", envs=run_dir / "envs", out=run_dir / "real",
                                   engine="openai", llm_url=llama_server, max_apis=3, rounds=2, timeout_s=20,
-                                  max_new_tokens=200))  # its answers: ~10 tokens a second here
+                                  max_new_tokens=200))  # ~10 tokens a second here; at 400 as at 200 its spec was bad_spec
     rows = list(load(run_dir / "real" / "dataset"))
     assert len(rows) >= 1 and summary["proposed"] == sum(r["name"] != "(answer)" for r in rows)
     assert all(r["reason"] in REASONS for r in rows)

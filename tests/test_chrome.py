@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from conftest import act, play, wait_for_file
+from conftest import play
 from computerrl.envs.service.client import DesktopEnv
 from computerrl.envs.service.scripted import response
 from computerrl.envs.tasks.chrome import HISTORY_TEMPLATE
@@ -143,13 +143,8 @@ def edit_preferences(env, desktop, task: dict, change: str) -> tuple[float, dict
     loaded dict `d`), then says done."""
     edit = ("pkill chrome; sleep 2; python3 -c \"import json; p = '/home/user/.config/google-chrome/Default/Preferences'; "
             f"d = json.load(open(p)); {change}; json.dump(d, open(p, 'w'))\"; touch /tmp/through")
-    env.reset(options={"task": task})
-    for code in ("Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)"):
-        act(env, code)
-    assert wait_for_file(env, desktop, "/tmp/through", waits=10)
-    _, reward, terminated, _, info = env.step(response("Agent.exit(True)"))
-    assert terminated
-    return reward, info
+    return play(env, task, ["Agent.open_app('terminal')", f"Agent.type(text={edit!r}, enter=True)", "Agent.exit(True)"],
+                wait_for=(desktop, "/tmp/through", 10))
 
 
 def test_delete_data_on_close_is_the_cookies_setting_not_any_content_setting_a_fresh_profile_has(env, server):
@@ -311,10 +306,6 @@ def test_only_tabs_of_a_browser_on_the_screen_count(env, server, browser, counte
               f"python3 -c \"{devtools}; r.urlopen(u + 'list')\" 2>/dev/null && break; sleep 0.5; done; "
               f"python3 -c \"{devtools}; [r.urlopen(r.Request(u + 'new?' + t, method='PUT')) for t in {urls[1:]!r}]\""
               + (f"; sleep 1; {then}" if then else "") + "; touch /tmp/through")
-    env.reset(options={"task": BRING_BACK_TAB})
-    for code in ("Agent.open_app('terminal')", f"Agent.type(text={opened!r}, enter=True)"):
-        act(env, code)
-    assert wait_for_file(env, server[0].slots[0].desktop, "/tmp/through", waits=20)
-    act(env, "Agent.wait()")  # the last tab's page loads
-    _, reward, terminated, _, info = env.step(response("Agent.exit(True)"))
-    assert terminated and reward == float(counted), info
+    reward, info = play(env, BRING_BACK_TAB, ["Agent.open_app('terminal')", f"Agent.type(text={opened!r}, enter=True)",
+                                              "Agent.exit(True)"], wait_for=(server[0].slots[0].desktop, "/tmp/through", 20))
+    assert reward == float(counted), info

@@ -16,6 +16,7 @@ import pytest
 
 from computerrl.data.datasets_io import load, save_atomic
 from computerrl.data.schemas import SFT_COLUMNS, STEP_FEATURES
+from conftest import TINY_VERSION
 
 
 def step_row(task, sample, step, *, success, valid=True, error="", response=None, iteration=0):
@@ -86,14 +87,14 @@ def test_sft_lowers_its_loss_and_writes_a_checkpoint_with_lineage_and_metrics(tm
     from computerrl.data.schemas import SFT_FEATURES
     from computerrl.policy.checkpoint import load_model, policy_version, read_lineage
     from computerrl.stages.sft import SFTConfig, run
-    from conftest import TINY_VERSION
 
     save_atomic(datasets.Dataset.from_list(chat_rows(), features=SFT_FEATURES), tmp_path / "data")
     summary = run(SFTConfig(data=[tmp_path / "data"], model=tiny_model, out=tmp_path / "ckpt", epochs=8, batch_rows=4,
                             lr=1e-2))  # random weights: more steps at a higher rate than a trained model needs
     metrics = load(tmp_path / "ckpt" / "metrics")
     assert len(metrics) == 8 and summary["updates"] == 8
-    assert metrics["loss"][-1] < 0.7 * metrics["loss"][0]
+    # measured 10.8 -> 4.5 nats (0.41); at lr 1e-8 the same run ends at 1.00, after 4 steps at 0.77
+    assert metrics["loss"][-1] < 0.5 * metrics["loss"][0]
     assert all(n > 0 for n in metrics["grad_norm"]) and all(t == metrics["tokens"][0] for t in metrics["tokens"])
     assert all(s > 0 for s in metrics["seconds"])  # each optimizer step's wall time
     card = read_lineage(tmp_path / "ckpt")
@@ -293,6 +294,7 @@ def test_a_step_out_of_gpu_memory_reruns_checkpointed_then_halved_to_the_same_re
         return loss_fn
 
     n_tokens = sum(map(len, answers))
+    # the top one of the tiny model's two layers: a frozen layer below a trained one, as 2 of 30 would be
     tight = Trainer(TrainConfig(model=tiny_model, out=tmp_path / "tight", lr=1e-4, train_layers=1))
     with caplog.at_level("WARNING"):
         logs = tight.step([[0, 1, 2, 3]], n_tokens, loss_of(tight, oom=True))
