@@ -39,9 +39,8 @@ class LlamaCppEngine:
         """`max_batch`: chats sampled together at most; `context`: tokens a chat may hold, prompt and
         answer; `threads`: llama.cpp's threads (0 = as many as torch computes with: OMP_NUM_THREADS where set,
         else the physical cores; its threads spin while they wait, so more than there are cores to spare
-        slows it down). The KV
-        cache holds (max_batch + PREFIXES_KEPT) × context tokens, allocated at once: 1.1 GB for SmolLM2 at
-        the defaults."""
+        slows it down). The KV cache holds (max_batch + PREFIXES_KEPT) × context tokens, allocated at once:
+        1.1 GB for SmolLM2 at the defaults."""
         try:
             import llama_cpp
         except ImportError:
