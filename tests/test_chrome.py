@@ -276,36 +276,41 @@ def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
     assert compare_pdfs(None, pdf) == 0.0
 
 
-@pytest.mark.parametrize("browser,counted,then", [
-    ("chromium --headless=new", False, ""),  # as the issue found it
-    ("chromium --ozone-platform=headless", False, ""),  # windows drawn nowhere
-    ("Xvfb :99 & sleep 1; DISPLAY=:99 /usr/bin/chromium", False, ""),  # windows on a screen of the agent's own
+# `opened`: the browser started and the agent's tabs opened in it (False: the desktop's launcher refused to start it)
+@pytest.mark.parametrize("browser,opened,counted,then", [
+    ("chromium --headless=new", False, False, ""),  # as the issue found it; the launcher now refuses it
+    ("chromium --ozone-platform=headless", False, False, ""),  # windows drawn nowhere: refused too
+    ("Xvfb :99 & sleep 1; DISPLAY=:99 /usr/bin/chromium", True, False, ""),  # windows on a screen of the agent's own
     # the desktop's `chromium`: launched by the desktop's session, in the desktop's environment, so on its screen
-    ("Xvfb :99 & sleep 1; DISPLAY=:99 chromium", True, ""),
-    ("chromium", True, ""),  # a browser the task sees
+    ("Xvfb :99 & sleep 1; DISPLAY=:99 chromium", True, True, ""),
+    ("chromium", True, True, ""),  # a browser the task sees
     # Issue 43 row 3: started by the agent, however genuinely (the desktop's own launcher script, on the
     # desktop's screen), a browser whose memory the agent can write is not believed (it was before)
-    ("/run/desktop/compat/apps/chromium", False, ""),
+    ("/run/desktop/compat/apps/chromium", True, False, ""),
     # an option that makes the browser run a program of the agent's as its own child: the launcher refuses it
-    ("chromium --renderer-cmd-prefix=/usr/bin/env", False, ""),
+    ("chromium --renderer-cmd-prefix=/usr/bin/env", False, False, ""),
     # the desktop's, its window then moved all but a corner off the screen, or minimised
-    ("chromium", False, "wmctrl -x -r chromium -b remove,maximized_vert,maximized_horz; sleep 1; "
-                        "xdotool search --class chromium windowmove %@ -5000 -5000"),
-    ("chromium", False, "xdotool search --class chromium windowminimize %@"),
+    ("chromium", True, False, "wmctrl -x -r chromium -b remove,maximized_vert,maximized_horz; sleep 1; "
+                              "xdotool search --class chromium windowmove %@ -5000 -5000"),
+    ("chromium", True, False, "xdotool search --class chromium windowminimize %@"),
 ])
-def test_only_tabs_of_a_browser_on_the_screen_count(env, server, browser, counted, then):
+def test_only_tabs_of_a_browser_on_the_screen_count(env, server, browser, opened, counted, then):
     """The agent ends Chrome and opens the tabs the task wants, through DevTools, in a Chromium of its
     own: they count only when the desktop launched that browser and it shows them on the desktop's screen
     (`then`: what the agent does to the browser's window afterwards). It waits for its command to end: the
-    browser's DevTools answering, or the desktop's launcher refusing the browser."""
+    tabs opened (/tmp/opened), or the desktop's launcher refusing the browser (/tmp/refused), whichever the
+    case expects, so that a tab not counted is not counted for the reason the case names."""
     urls = BRING_BACK_TAB["evaluator"]["expected"]["rules"]["urls"]
     devtools = "import urllib.request as r; u = 'http://127.0.0.1:1337/json/'"
-    opened = (f"pkill chrome; sleep 1; ({browser} --remote-debugging-port=1337 --user-data-dir=/tmp/cx {urls[0]} "
-              f"|| touch /tmp/refused) & "
-              f"for i in $(seq 40); do [ -e /tmp/refused ] && break; "
-              f"python3 -c \"{devtools}; r.urlopen(u + 'list')\" 2>/dev/null && break; sleep 0.5; done; "
-              f"python3 -c \"{devtools}; [r.urlopen(r.Request(u + 'new?' + t, method='PUT')) for t in {urls[1:]!r}]\""
-              + (f"; sleep 1; {then}" if then else "") + "; touch /tmp/through")
-    reward, info = play(env, BRING_BACK_TAB, ["Agent.open_app('terminal')", f"Agent.type(text={opened!r}, enter=True)",
-                                              "Agent.exit(True)"], wait_for=(server[0].slots[0].desktop, "/tmp/through", 20))
+    command = (f"pkill chrome; sleep 1; ({browser} --remote-debugging-port=1337 --user-data-dir=/tmp/cx {urls[0]} "
+               f"|| touch /tmp/refused) & "
+               f"for i in $(seq 40); do [ -e /tmp/refused ] && break; "
+               f"python3 -c \"{devtools}; r.urlopen(u + 'list')\" 2>/dev/null && break; sleep 0.5; done; "
+               f"python3 -c \"{devtools}; [r.urlopen(r.Request(u + 'new?' + t, method='PUT')) for t in {urls[1:]!r}]\" "
+               f"&& touch /tmp/opened" + (f"; sleep 1; {then}" if then else "") + "; touch /tmp/through")
+    desktop = server[0].slots[0].desktop
+    reward, info = play(env, BRING_BACK_TAB, ["Agent.open_app('terminal')", f"Agent.type(text={command!r}, enter=True)",
+                                              "Agent.exit(True)"], wait_for=(desktop, "/tmp/through", 20))
+    assert [desktop.sandbox.read(f"/tmp/{marker}", limit=0) is not None for marker in ("opened", "refused")] == \
+        [opened, not opened], desktop.terminal_output()
     assert reward == float(counted), info
