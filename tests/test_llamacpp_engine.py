@@ -71,11 +71,9 @@ def agree_up_to_a_near_tie(a, b) -> float:
     """Two greedy answers to one chat agree up to llama.cpp's rounding: the same tokens with log-probs within
     ROUNDING, until they part, if they do, where both tokens were a near tie (each its run's argmax, within
     ROUNDING of each other). Returns the largest gap seen."""
-    parted = next((i for i, (x, y) in enumerate(zip(a.response_ids, b.response_ids)) if x != y), None)
-    common = min(len(a.response_ids), len(b.response_ids)) if parted is None else parted + 1
-    gap = max(abs(x - y) for x, y in zip(a.logprobs[:common], b.logprobs[:common]))
+    parted = next((i for i, (x, y) in enumerate(zip(a.response_ids, b.response_ids)) if x != y), len(a.response_ids))
+    gap = max(abs(x - y) for x, y in zip(a.logprobs[:parted + 1], b.logprobs[:parted + 1]))
     assert gap < ROUNDING, (a.text, b.text, gap)
-    assert parted is not None or a.response_ids == b.response_ids, (a.text, b.text)
     return gap
 
 
