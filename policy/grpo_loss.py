@@ -115,18 +115,19 @@ def truncated_is_weight(trainer_old_logp, behavior_logp, cap: float):
 
 
 def rows_loss(model, prompts, answers, advantages, old, clip: Clip, *, temperature: float = 1.0, pad_id: int = 0,
-              ref=None, weight=None, scale=None, anchored=None):
+              ref=None, weight=None, scale=None, anchored=None, trunk=None):
     """(sum of the per-token losses, summed logs) of some steps: the stage's loss on one micro-batch.
 
     `prompts`/`answers`: token ids per step; `advantages`: one float per step; `old`, `ref`,
     `weight`: one 1-D tensor per step (ref/weight lists may be None, an entry of weight None = 1);
-    `scale`, `anchored`: one float per step (None = 1 and none), as `token_losses` takes them per token.
-    The caller divides by the response tokens of the whole optimizer step (token-mean)."""
+    `scale`, `anchored`: one float per step (None = 1 and none), as `token_losses` takes them per token;
+    `trunk`: the trainer's (`response_logprobs`). The caller divides by the response tokens of the whole optimizer step (token-mean)."""
     import torch
 
     from computerrl.policy.logprobs import response_logprobs
 
-    logp, entropy = response_logprobs(model, prompts, answers, temperature, pad_id=pad_id, with_entropy=True)
+    logp, entropy = response_logprobs(model, prompts, answers, temperature, pad_id=pad_id, with_entropy=True,
+                                      trunk=trunk)
     logp = torch.cat(logp)
     like = {"device": logp.device, "dtype": logp.dtype}
     w = None
@@ -167,7 +168,7 @@ def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch
     prompts = prompts or [r["prompt_ids"] for r in rows]
     answers = [r["response_ids"] for r in rows]
 
-    def trainer_logprobs(model, idx):
+    def trainer_logprobs(model, idx, trunk=None):
         out, was_training = {}, model.training
         model.eval()
         with torch.no_grad():
@@ -175,7 +176,7 @@ def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch
                                        micro_batch_tokens, 0):
                 rows_ = [idx[j] for j in batch]
                 logp = response_logprobs(model, [prompts[i] for i in rows_], [answers[i] for i in rows_], temperature,
-                                         pad_id=trainer.pad_id)
+                                         pad_id=trainer.pad_id, trunk=trunk)
                 out.update({i: lp.float().cpu().tolist() for i, lp in zip(rows_, logp)})
         model.train(was_training)
         return out
@@ -183,7 +184,7 @@ def fixed_logprobs(trainer, rows: list[dict], temperature: float, *, micro_batch
     foreign = [i for i, r in enumerate(rows)
                if r["engine"] != OWN_ENGINE or len(r["behavior_logprobs"]) != len(r["response_ids"])
                or version and r.get("policy_version", version) != version]
-    recomputed = trainer_logprobs(trainer.model, foreign) if foreign else {}
+    recomputed = trainer_logprobs(trainer.model, foreign, trainer.trunk) if foreign else {}
     old, weight = [], []
     for i, r in enumerate(rows):
         behavior = r["behavior_logprobs"]

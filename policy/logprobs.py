@@ -45,7 +45,7 @@ MIN_SHARED = 32  # a shared prefix shorter than this is not worth a pass of its 
 
 def response_logprobs(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
                       temperature: float = 1.0, *, pad_id: int = 0, with_entropy: bool = False,
-                      share_prefix: bool = True):
+                      share_prefix: bool = True, trunk=None):
     """Per-token log softmax(logits / T)[token] of each response given its prompt.
 
     Returns a list of 1-D tensors (one per sequence, differentiable) and, with `with_entropy`,
@@ -56,15 +56,18 @@ def response_logprobs(model, prompts: Sequence[Sequence[int]], responses: Sequen
     the decoder once; each row's rest attends to their keys and values, broadcast to the batch. In
     backward the gradients of all rows flow into that one pass, so the result is the same, exactly,
     at a fraction of the compute.
+
+    `trunk`: the model's frozen bottom layers (policy/frozen_trunk.py, when only the top ones train): their
+    output for these rows is computed once and kept, and later passes over the same rows run the top alone.
     """
     inner = getattr(model, "module", None) or model  # DDP and DeepSpeed wrap the model; FSDP2 does not
     if inner is model and not _fsdp2(model):
-        return _response_logprobs(model, prompts, responses, temperature, pad_id, with_entropy, share_prefix)
+        return _response_logprobs(model, prompts, responses, temperature, pad_id, with_entropy, share_prefix, trunk)
     # This calls the decoder and head itself, but DDP arms its gradient all-reduce, and FSDP2 gathers
     # its sharded weights, only in the model's forward: run the computation as that forward, once.
     # It returns copies, not views: FSDP2 warns of every view a forward returns.
     def forward():
-        logp, entropy = _response_logprobs(inner, prompts, responses, temperature, pad_id, True, share_prefix)
+        logp, entropy = _response_logprobs(inner, prompts, responses, temperature, pad_id, True, share_prefix, trunk)
         return [t.clone() for t in logp], [t.clone() for t in entropy]
 
     own = inner.__dict__.get("forward")  # accelerate may have set one (mixed precision)
@@ -85,7 +88,7 @@ def _fsdp2(model) -> bool:
     return isinstance(model, FSDPModule)
 
 
-def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entropy, share_prefix):
+def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entropy, share_prefix, trunk):
     import torch
 
     from computerrl.policy.vision import ScreenPrompt, screen_logprobs
@@ -109,15 +112,22 @@ def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entr
         rows += [b] * len(r)
         cols += range(len(p) - 1 - shared, len(p) + len(r) - 1 - shared)  # the position that predicts each answer token
         targets += list(r)
-    if shared:
-        prefix = decoder(input_ids=torch.tensor([list(prompts[0][:shared])], device=device), use_cache=True)
-        cache = prefix.cache
-        cache.batch_repeat_interleave(len(prompts))
-        positions = torch.arange(shared, shared + ids.shape[1], device=device).expand(len(prompts), -1)
-        hidden = decoder(input_ids=ids, attention_mask=mask, cache=cache, position_ids=positions,
-                         use_cache=True).last_hidden_state
+    head_ids = {"input_ids": torch.tensor([list(prompts[0][:shared])], device=device)} if shared else None
+    if trunk is None:
+        hidden = _decode(decoder, {"input_ids": ids}, mask, head_ids, shared)[1]
     else:
-        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        keys = [tuple(p) + tuple(r) for p, r in zip(prompts, responses)]
+        if trunk.has(keys):
+            kept = [trunk.kept[k] for k in keys]
+            first = kept[0][:shared].unsqueeze(0) if shared else None
+            rest = torch.nn.utils.rnn.pad_sequence([h[shared:] for h in kept], batch_first=True)
+        else:
+            with trunk.bottom():
+                first, rest = _decode(decoder, {"input_ids": ids}, mask, head_ids, shared)
+            trunk.keep(keys, [torch.cat([first[0], rest[b, :n]]) if shared else rest[b, :n] for b, n in enumerate(lengths)])
+        with trunk.top():
+            hidden = _decode(decoder, {"inputs_embeds": rest}, mask, {"inputs_embeds": first} if shared else None,
+                             shared)[1]
     picked = hidden[torch.tensor(rows, device=device), torch.tensor(cols, device=device)]
     logits = head(picked)
     if logits.dtype in (torch.float16, torch.bfloat16):  # half-precision softmax loses the small log-probs
@@ -130,3 +140,19 @@ def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entr
         return out
     entropy = -(logp.exp() * logp).sum(-1).detach()
     return out, list(entropy.split(sizes))
+
+
+def _decode(decoder, rows: dict, mask, head: dict | None, shared: int):
+    """(the head's hidden states or None, the rows' hidden states) of one decoder pass: `head` (the tokens, or
+    hidden states, all rows start with) once, its keys and values broadcast to the rows' rest."""
+    import torch
+
+    if head is None:
+        return None, decoder(**rows, attention_mask=mask).last_hidden_state
+    first = decoder(**head, use_cache=True)
+    cache = first.cache
+    batch, width = mask.shape[0], mask.shape[1] - shared
+    cache.batch_repeat_interleave(batch)
+    positions = torch.arange(shared, shared + width, device=mask.device).expand(batch, -1)
+    return first.last_hidden_state, decoder(**rows, attention_mask=mask, cache=cache, position_ids=positions,
+                                            use_cache=True).last_hidden_state

@@ -25,10 +25,12 @@ from typing import Callable, Sequence
 from computerrl.data.config import MODEL, OUT, SEED, setting
 from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, is_vision, load_model, load_tokenizer, peft_quietly,
                                          resolve, write_lineage)
+from computerrl.policy.frozen_trunk import FrozenTrunk
 from computerrl.policy.vision import load_processor
 
 STATE = "trainer_state.json"
-MEMORY_AND_BOOKKEEPING = ("device", "overwrite", "save_every", "micro_batch_tokens", "gradient_checkpointing")
+MEMORY_AND_BOOKKEEPING = ("device", "overwrite", "save_every", "micro_batch_tokens", "gradient_checkpointing",
+                          "trunk_memory_gib")
 log = logging.getLogger(__name__)
 
 
@@ -52,6 +54,9 @@ class TrainConfig:
                                    "about 3x cheaper, how the CPU demo fine-tunes).")
     train_vision: bool = setting(False, "A vision-language checkpoint: train its vision tower and projector too "
                                         "(frozen by default: the language model learns).")
+    trunk_memory_gib: float = setting(2.0, "With --train-layers: memory for what the frozen layers make of each "
+                                           "row, computed in its first pass and reused by the later ones (about "
+                                           "half the cost of an epoch after the first); 0 = recompute it.")
     gradient_checkpointing: bool = setting(False, "Recompute activations in the backward pass: less memory, about a "
                                                   "third slower.")
     device: str = setting("", "Torch device: cpu, cuda ('' = accelerate's choice).")  # "": the GPU when there is one
@@ -63,8 +68,9 @@ class TrainConfig:
 
     def __post_init__(self):
         self.out = Path(self.out)
-        if self.lr <= 0 or self.micro_batch_tokens < 16 or self.save_every < 1:
-            raise ValueError("--lr must be > 0, --micro-batch-tokens >= 16 and --save-every >= 1")
+        if self.lr <= 0 or self.micro_batch_tokens < 16 or self.save_every < 1 or self.trunk_memory_gib < 0:
+            raise ValueError("--lr must be > 0, --micro-batch-tokens >= 16, --save-every >= 1 and "
+                             "--trunk-memory-gib >= 0")
         if self.lora_rank < 0 or self.train_layers < 0:
             raise ValueError("--lora-rank and --train-layers must be >= 0 (0 = full fine-tuning, every layer)")
 
@@ -160,6 +166,10 @@ class Trainer:
         warmup = max(1, cfg.warmup)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
+        self.trunk = None  # the frozen layers' output per row, kept (one process: nothing sharded or wrapped)
+        if (top and not adapter and not self.processor and cfg.trunk_memory_gib and self.accelerator.num_processes == 1
+                and FrozenTrunk.fits(model, cfg.train_layers)):
+            self.trunk = FrozenTrunk(_decoder(model), top[0], int(cfg.trunk_memory_gib * 2**30))
         if self._resumable():  # weights, optimizer, scheduler and RNG as they were after the last saved step
             if (cfg.state_dir / "accelerate").exists():
                 self.accelerator.load_state(str(cfg.state_dir / "accelerate"))
@@ -359,12 +369,16 @@ def _split(rows: list[int], halvings: int) -> list[list[int]]:
     return [rows[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
+def _decoder(model):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: LoRA sits inside
+    return base.get_decoder()
+
+
 def _top_layers(model, n: int) -> list[int]:
     """Indices of the top n decoder layers ([] = all)."""
     if not n:
         return []
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    total = len(base.get_decoder().layers)
+    total = len(_decoder(model).layers)
     return list(range(max(0, total - n), total))
 
 

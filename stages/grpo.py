@@ -214,7 +214,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
                              [rows[i]["advantage"] for i in batch], [old[i] for i in batch], clip,
                              temperature=temperature, pad_id=trainer.pad_id, ref=[ref[i] for i in batch] if ref else None,
                              weight=[weight[i] for i in batch], scale=[surrogate_scale] * len(batch),
-                             anchored=[float(rows[i]["anchored"]) for i in batch])
+                             anchored=[float(rows[i]["anchored"]) for i in batch], trunk=trainer.trunk)
 
         per_epoch = min(cfg.updates_per_epoch, len(rows))
         with progress(console, f"grpo {cfg.out.name}", cfg.epochs * per_epoch, trainer.updates) as advance:

@@ -107,7 +107,7 @@ def run(cfg: SFTConfig, console=None) -> dict:
 
     def loss_fn(rows: list[int]):
         logp, entropy = response_logprobs(trainer.model, [prompts[i] for i in rows], [answers[i] for i in rows],
-                                          pad_id=trainer.pad_id, with_entropy=True)
+                                          pad_id=trainer.pad_id, with_entropy=True, trunk=trainer.trunk)
         logp, entropy = torch.cat(logp), torch.cat(entropy)
         return -logp.sum(), {"loss": -logp.sum().item(), "entropy": entropy.sum().item()}
 
@@ -133,4 +133,8 @@ def run(cfg: SFTConfig, console=None) -> dict:
     out = trainer.save_final(card, summary)
     console.print(f"wrote {out}: {len(data)} rows, {len(log)} optimizer steps, loss "
                   f"{summary['first_loss']:.3f} → {summary['last_loss']:.3f}")
+    if trainer.trunk and cfg.epochs > 1:
+        console.print(f"the frozen layers' output of {len(trainer.trunk.kept)} of {len(data)} rows was computed once "
+                      f"({trainer.trunk.bytes / 2**20:.0f} MiB): the later epochs ran the top {cfg.train_layers} "
+                      "layers alone")
     return summary

@@ -313,3 +313,71 @@ def test_a_step_out_of_gpu_memory_reruns_checkpointed_then_halved_to_the_same_re
     with caplog.at_level("WARNING"):
         tight.step([[0, 1, 2, 3]], n_tokens, loss_of(tight, oom=True))
     assert "out of GPU memory" not in caplog.text
+
+
+def long_chat_rows(n=6):
+    """chat_rows with a system prompt long enough to be run once for a micro-batch (logprobs.MIN_SHARED)."""
+    notes = " ".join(f"Note {k}: cells hold numbers or text." for k in range(12))
+    return [r | {"messages": [{"role": "system", "content": f"You act on a spreadsheet with CalcTools. {notes}"},
+                              *r["messages"][1:]]} for r in chat_rows(n)]
+
+
+def test_the_frozen_layers_output_kept_between_passes_changes_no_number(tiny_model):
+    """With only the top layers training, what the bottom ones make of a row is computed once: log-probs and
+    gradients are the whole model's, the rows batched with others or alone, the system prompt shared or not."""
+    import torch
+
+    from computerrl.policy.checkpoint import load_model, load_tokenizer
+    from computerrl.policy.frozen_trunk import FrozenTrunk
+    from computerrl.policy.logprobs import MIN_SHARED, answer_ids, chat_prompt_ids, response_logprobs, shared_prefix
+    from computerrl.policy.trainer import _freeze_all_but
+
+    tok, model = load_tokenizer(tiny_model), load_model(tiny_model, trainable=True)
+    _freeze_all_but(model, [1])
+    chats = [r["messages"] for r in long_chat_rows(4)]
+    prompts, answers = [chat_prompt_ids(tok, c[:-1]) for c in chats], [answer_ids(tok, c[-1]["content"]) for c in chats]
+    assert shared_prefix(prompts, 10**6) >= MIN_SHARED  # the shared-prefix pass is the one checked
+
+    def logprobs_and_grads(rows, trunk):
+        model.zero_grad()
+        logp = torch.cat(response_logprobs(model, [prompts[i] for i in rows], [answers[i] for i in rows], trunk=trunk))
+        logp.sum().backward()
+        return logp.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    whole, whole_grads = logprobs_and_grads([0, 1, 2, 3], None)
+    trunk = FrozenTrunk(model.get_decoder(), 1, 1 << 30)
+    for rows in ([0, 1, 2, 3], [0, 1, 2, 3], [3, 1], [0]):  # computed, kept; then regrouped from what is kept
+        logp, grads = logprobs_and_grads(rows, trunk)
+        assert torch.allclose(logp, torch.cat([whole[sum(map(len, answers[:i])):][:len(answers[i])] for i in rows]),
+                              atol=1e-5)
+        if rows == [0, 1, 2, 3]:
+            assert all(torch.allclose(g, w, atol=1e-6, rtol=1e-4) for g, w in zip(grads, whole_grads))
+    assert len(trunk.kept) == 4
+    full = FrozenTrunk(model.get_decoder(), 1, 0)  # no memory left for it: the rows' passes run whole
+    assert torch.allclose(torch.cat(response_logprobs(model, prompts, answers, trunk=full)).detach(), whole, atol=1e-5)
+    assert not full.kept
+
+
+def test_sft_training_its_top_layers_trains_the_same_weights_with_the_frozen_layers_output_kept(tmp_path, tiny_model):
+    import torch
+    from typer.testing import CliRunner
+
+    from computerrl.cli.main import app
+    from computerrl.data.schemas import SFT_FEATURES
+    from computerrl.policy.checkpoint import load_model
+
+    save_atomic(datasets.Dataset.from_list(long_chat_rows(6), features=SFT_FEATURES), tmp_path / "data")
+    outputs = {}
+    for gib in (0.0, 2.0):
+        out = tmp_path / f"trunk-{gib}"
+        result = CliRunner().invoke(app, ["sft", "--data", str(tmp_path / "data"), "--model", tiny_model, "--out",
+                                          str(out), "--epochs", "3", "--batch-rows", "4", "--lr", "1e-2",
+                                          "--train-layers", "1", "--trunk-memory-gib", str(gib)])
+        assert result.exit_code == 0, result.output
+        outputs[gib] = out, result.output
+    assert "the frozen layers' output of 6 of 6 rows was computed once" in outputs[2.0][1]
+    assert "frozen layers' output" not in outputs[0.0][1]
+    (plain, _), (kept, _) = outputs[0.0], outputs[2.0]
+    assert load(kept / "metrics")["loss"] == pytest.approx(load(plain / "metrics")["loss"], rel=1e-5)
+    for (name, a), (_, b) in zip(load_model(plain).state_dict().items(), load_model(kept).state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-6), name
