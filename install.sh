@@ -71,9 +71,11 @@ vllm_venv() {
   .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchcodec torchaudio
   # one editable build of this folder at a time: .venv's below writes the same egg-info
   flock "$logs/editable.lock" .venv-vllm/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+  # not librosa (the env servers' audio metrics, in .venv): its scikit-learn is what vLLM's transformers imports
+  # eagerly, 2.5 CPU-seconds at every start
   pip_install .venv-vllm $(.venv-vllm/bin/python -c 'import tomllib; print(" ".join(d for d in
     tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-    if not d.startswith(("torch", "transformers", "gguf"))))')
+    if not d.startswith(("torch", "transformers", "gguf", "librosa"))))')
   touch "$stamp"
 }
 ((all)) && background vllm-venv vllm_venv
