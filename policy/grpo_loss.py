@@ -1,4 +1,4 @@
-"""Step-level GRPO, written out against DESIGN.md's formula.
+"""Step-level GRPO, the ComputerRL paper's form, written out.
 
 For a task's G trajectories every step is one sample with reward r (1 when its trajectory
 succeeded and its action was valid). With R the rewards of all steps of the group:
@@ -121,7 +121,8 @@ def rows_loss(model, prompts, answers, advantages, old, clip: Clip, *, temperatu
     `prompts`/`answers`: token ids per step; `advantages`: one float per step; `old`, `ref`,
     `weight`: one 1-D tensor per step (ref/weight lists may be None, an entry of weight None = 1);
     `scale`, `anchored`: one float per step (None = 1 and none), as `token_losses` takes them per token;
-    `trunk`: the trainer's (`response_logprobs`). The caller divides by the response tokens of the whole optimizer step (token-mean)."""
+    `trunk`: the trainer's (`response_logprobs`). The caller divides by the response tokens of the whole
+    optimizer step (token-mean)."""
     import torch
 
     from computerrl.policy.logprobs import response_logprobs

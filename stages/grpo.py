@@ -1,6 +1,6 @@
 """`computerrl grpo`: one step-level GRPO update of the policy from a batch of rollouts.
 
-The loss is DESIGN.md's, written out in `policy/grpo_loss.py`. How this stage departs from the
+The loss is the paper's, written out with its formula in `policy/grpo_loss.py`. How this stage departs from the
 textbook (trajectory-level) GRPO:
 1. Every step is a sample: its reward is its trajectory's outcome gated by its own action's
    validity, normalised over all steps of the task's G trajectories (the ComputerRL form).

@@ -3,8 +3,8 @@
 For each task its G samples start together, spread over the pool's desktops; each desktop has a
 worker thread running the episode loop (`envs.service.episode.play`), and the policy's batcher gathers the
 answers pending on all desktops into one generate call, so the model works on one batch while the
-desktops carry out the last one. Rows follow DESIGN.md's step schema; rewards are the step-level
-rule (`envs.service.episode.step_reward`). A trajectory whose desktop was lost is kept with `error` set
+desktops carry out the last one. Rows follow the step schema (`data.schemas.STEP_FEATURES`); rewards are
+the step-level rule (`envs.service.episode.step_reward`). A trajectory whose desktop was lost is kept with `error` set
 (aborted, never a failure) and the stage goes on: the pool replaces the desktop from the manifest
 that `spawn-envs` rewrites.
 

@@ -1,5 +1,5 @@
 """The GRPO loss, checked numerically: cases worked by hand, a finite-difference gradient check on a
-tiny model, and agreement with a plain implementation written here from DESIGN.md's formula."""
+tiny model, and agreement with a plain implementation written here from the formula in policy/grpo_loss.py."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_gradient_matches_finite_differences_on_a_tiny_model():
 
 
 def plain_grpo_loss(model, prompts, answers, advantages, old, clip: Clip, temperature=1.0, ref=None, weight=None):
-    """DESIGN.md's formula, line by line, the slow obvious way: right-padded batch, logits of every
+    """The formula of policy/grpo_loss.py, line by line, the slow obvious way: right-padded batch, logits of every
     position over the full vocabulary, a mask over response tokens, a token-mean at the end."""
     width = max(len(p) + len(a) for p, a in zip(prompts, answers))
     ids = torch.zeros(len(prompts), width, dtype=torch.long)

@@ -27,7 +27,7 @@ DESKTOP_LOST = "desktop lost"  # how a trajectory whose desktop or server died i
 
 
 def step_reward(success: bool, action_valid: bool) -> float:
-    """DESIGN.md's step-level rule: 1 when the trajectory succeeded and this step's action was valid."""
+    """The paper's step-level rule: 1 when the trajectory succeeded and this step's action was valid."""
     return float(success and action_valid)
 
 
