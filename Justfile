@@ -196,6 +196,12 @@ rl-arms:
         {{just_executable()}} rl-arm small $seed --set grpo.updates_per_epoch=1 --set grpo.lr=1e-5 || exit 1; \
     done
 
+# docs/rl-arms.md's rule on the arms done so far: each arm's RL 1 − BC on valid (90% interval over seeds 0 and 1),
+# its worst train template, and the setting chosen.
+[group("bench")]
+rl-arms-rule: install
+    {{venv}}/python -m computerrl.bench.arms_rule --runs {{runs}}/arms
+
 # Score every supported task of a folder untouched on fresh desktops and list those that start solved.
 [group("tasks")]
 tasks-audit dir count="4" out=(runs / "audit"):
