@@ -26,8 +26,8 @@ from pathlib import Path
 
 def run_sft(data: str, out: Path, args, gib: float) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "computerrl.cli.main", "sft", "--data", data, "--out", str(out), "--epochs",
-           str(args.epochs), "--train-layers", str(args.train_layers), "--batch-rows", str(args.batch_rows),
+    cmd = [sys.executable, "-m", "computerrl.cli.main", "sft", "--data", data, "--model", args.model, "--out", str(out),
+           "--epochs", str(args.epochs), "--train-layers", str(args.train_layers), "--batch-rows", str(args.batch_rows),
            "--lr", "3e-4", "--save-every", "1000", "--trunk-memory-gib", str(gib)]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -39,14 +39,15 @@ def run_sft(data: str, out: Path, args, gib: float) -> dict:
     return {"wall": wall, "first": per_epoch[0], "later": statistics.median(per_epoch[1:]), "loss": metrics["loss"]}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="runs/demo/tasks/expert", help="an SFT or step dataset (BC's expert replays)")
+    ap.add_argument("--model", default="embedded")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--train-layers", type=int, default=8)
     ap.add_argument("--batch-rows", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=1)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.epochs < 2:
         raise SystemExit("--epochs must be at least 2: the later epochs are what the kept output saves")
     runs: dict[str, list[dict]] = {"recomputed": [], "kept": []}
@@ -68,6 +69,7 @@ def main() -> None:
     print(f"later epochs: {result['later_epoch_speedup']}x faster with the frozen layers' output kept; whole run "
           f"{result['wall_speedup']}x; largest loss difference {loss_gap:.1e}")
     print(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":
