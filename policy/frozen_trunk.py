@@ -1,47 +1,65 @@
 """The frozen bottom of a model whose top layers train (`--train-layers N`), run once per row.
 
 Below the trained layers nothing changes during a run, so what the bottom layers make of a row's tokens is
-the same in every pass: the next epochs of `sft`, the updates of `grpo` after its πold pass. `FrozenTrunk`
-keeps those hidden states (one tensor per row: its prompt and answer, as the layer above the trunk reads
-them) and every later pass runs the top N layers alone. With 8 of SmolLM2's 30 layers trained, a pass after
-the first costs the top's forward and backward: about half of a whole pass.
+the same in every pass: the next epochs of `sft`, the second epoch of `grpo`. `FrozenTrunk` keeps those
+hidden states (one tensor per row: its prompt and answer, as the layer above the trunk reads them) and
+every later pass runs the top N layers alone. With 8 of SmolLM2's 30 layers trained, such a pass took 0.54
+of a whole one here (docs/benchmarks.md).
 
 A position's hidden state depends only on the tokens up to it, so a row's is the same whichever rows it
-was batched with (up to float rounding). The states stay on the model's device; rows beyond `max_bytes`
-are not kept (their passes run whole).
+was batched with (up to float rounding). The states stay on the model's device. Once `max_bytes` are
+kept no row is added, and a micro-batch holding a row not kept runs its bottom layers again.
 """
 
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+# Decoders whose forward feeds `inputs_embeds` to the first layer as they are and ends in `norm` (Granite,
+# for one, scales them: the kept states would be scaled twice)
+PLAIN_DECODERS = ("llama", "mistral", "qwen2", "qwen3")
 
 
 class FrozenTrunk:
     def __init__(self, decoder, first: int, max_bytes: int):
         """`decoder`: the model's decoder (its `layers`, `norm`); `first`: the first trained layer."""
         self.decoder, self.first, self.max_bytes = decoder, first, max_bytes
-        self.kept: dict[tuple[int, ...], object] = {}  # a row's tokens -> its hidden states, (tokens, width)
+        self.kept: dict[tuple[int, ...], torch.Tensor] = {}  # a row's tokens -> its states, (tokens, width)
         self.bytes = 0
+        self.reused = 0  # row passes that took the kept states
 
     @staticmethod
-    def fits(model, train_layers: int) -> bool:
-        """Whether a model training its top `train_layers` layers has a trunk to keep: a decoder whose
-        layers all attend alike (the top layers run alone, renumbered) and no dropout."""
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        config, layers = base.config, base.get_decoder().layers
-        return (0 < train_layers < len(layers) and len(set(getattr(config, "layer_types", None) or [""])) == 1
-                and all(hasattr(getattr(layer, "self_attn", None), "layer_idx") for layer in layers)
-                and not getattr(config, "attention_dropout", 0.0) and not getattr(config, "hidden_dropout", 0.0))
+    def fits(model, decoder, first: int) -> bool:
+        """Whether `model` has a trunk below layer `first` to keep: a plain decoder whose layers all attend
+        alike (the top ones run alone, renumbered), no dropout, and nothing below `first` training."""
+        import torch
 
-    def has(self, rows: list[tuple[int, ...]]) -> bool:
-        return all(row in self.kept for row in rows)
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        config, layers = base.config, decoder.layers
+        bottom = [decoder.embed_tokens, *layers[:first]]
+        return (config.model_type in PLAIN_DECODERS and 0 < first < len(layers)
+                and len(set(getattr(config, "layer_types", None) or [""])) == 1
+                and not any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in decoder.modules())
+                and not getattr(config, "attention_dropout", 0.0)
+                and not any(p.requires_grad for part in bottom for p in part.parameters()))
+
+    def take(self, rows: list[tuple[int, ...]]) -> list | None:
+        """The kept states of every one of `rows`, or None when one is not kept."""
+        if not all(row in self.kept for row in rows):
+            return None
+        self.reused += len(rows)
+        return [self.kept[row] for row in rows]
 
     def keep(self, rows: list[tuple[int, ...]], hidden) -> None:
         """The trunk's hidden states of `rows` (one (tokens, width) tensor each), within max_bytes."""
         for row, h in zip(rows, hidden):
             size = h.numel() * h.element_size()
             if row not in self.kept and self.bytes + size <= self.max_bytes:
-                self.kept[row] = h.detach().clone()  # not a view of the batch's whole tensor
+                self.kept[row] = h.detach().clone()  # not a view that would keep the whole batch's tensor
                 self.bytes += size
 
     @contextlib.contextmanager

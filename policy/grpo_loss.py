@@ -121,8 +121,8 @@ def rows_loss(model, prompts, answers, advantages, old, clip: Clip, *, temperatu
     `prompts`/`answers`: token ids per step; `advantages`: one float per step; `old`, `ref`,
     `weight`: one 1-D tensor per step (ref/weight lists may be None, an entry of weight None = 1);
     `scale`, `anchored`: one float per step (None = 1 and none), as `token_losses` takes them per token;
-    `trunk`: the trainer's (`response_logprobs`). The caller divides by the response tokens of the whole
-    optimizer step (token-mean)."""
+    `trunk`: the trainer's kept output of the frozen layers, if any (`response_logprobs`). The caller divides
+    by the response tokens of the whole optimizer step (token-mean)."""
     import torch
 
     from computerrl.policy.logprobs import response_logprobs

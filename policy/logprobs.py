@@ -29,6 +29,11 @@ def _decoder_and_head(model):
     return base.get_decoder(), base.get_output_embeddings()
 
 
+def decoder_of(model):
+    """The decoder of a causal LM (a peft model's too): its embeddings, layers and final norm."""
+    return _decoder_and_head(model)[0]
+
+
 def shared_prefix(sequences: Sequence[Sequence[int]], limit: int) -> int:
     """Length of the longest token prefix all `sequences` share, at most `limit`."""
     first, n = sequences[0], limit
@@ -112,22 +117,23 @@ def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entr
         rows += [b] * len(r)
         cols += range(len(p) - 1 - shared, len(p) + len(r) - 1 - shared)  # the position that predicts each answer token
         targets += list(r)
-    head_ids = {"input_ids": torch.tensor([list(prompts[0][:shared])], device=device)} if shared else None
+    prefix = {"input_ids": torch.tensor([list(prompts[0][:shared])], device=device)} if shared else None
     if trunk is None:
-        hidden = _decode(decoder, {"input_ids": ids}, mask, head_ids, shared)[1]
-    else:
+        _, hidden = _decode(decoder, {"input_ids": ids}, mask, prefix, shared)
+    else:  # the top layers, fed the frozen ones' output: kept from an earlier pass, or computed now and kept
         keys = [tuple(p) + tuple(r) for p, r in zip(prompts, responses)]
-        if trunk.has(keys):
-            kept = [trunk.kept[k] for k in keys]
-            first = kept[0][:shared].unsqueeze(0) if shared else None
-            rest = torch.nn.utils.rnn.pad_sequence([h[shared:] for h in kept], batch_first=True)
+        kept = trunk.take(keys)
+        if kept:
+            prefix_states = kept[0][:shared].unsqueeze(0) if shared else None
+            states = torch.nn.utils.rnn.pad_sequence([h[shared:] for h in kept], batch_first=True)
         else:
             with trunk.bottom():
-                first, rest = _decode(decoder, {"input_ids": ids}, mask, head_ids, shared)
-            trunk.keep(keys, [torch.cat([first[0], rest[b, :n]]) if shared else rest[b, :n] for b, n in enumerate(lengths)])
+                prefix_states, states = _decode(decoder, {"input_ids": ids}, mask, prefix, shared)
+            trunk.keep(keys, [torch.cat([prefix_states[0], states[b, :n]]) if shared else states[b, :n]
+                              for b, n in enumerate(lengths)])
         with trunk.top():
-            hidden = _decode(decoder, {"inputs_embeds": rest}, mask, {"inputs_embeds": first} if shared else None,
-                             shared)[1]
+            _, hidden = _decode(decoder, {"inputs_embeds": states}, mask,
+                                {"inputs_embeds": prefix_states} if shared else None, shared)
     picked = hidden[torch.tensor(rows, device=device), torch.tensor(cols, device=device)]
     logits = head(picked)
     if logits.dtype in (torch.float16, torch.bfloat16):  # half-precision softmax loses the small log-probs
@@ -142,14 +148,14 @@ def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entr
     return out, list(entropy.split(sizes))
 
 
-def _decode(decoder, rows: dict, mask, head: dict | None, shared: int):
-    """(the head's hidden states or None, the rows' hidden states) of one decoder pass: `head` (the tokens, or
-    hidden states, all rows start with) once, its keys and values broadcast to the rows' rest."""
+def _decode(decoder, rows: dict, mask, prefix: dict | None, shared: int):
+    """One decoder pass: (the prefix's hidden states, or None, and the rows'). `prefix` (the tokens, or hidden
+    states, every row starts with) runs once, its keys and values broadcast to the rows' rest."""
     import torch
 
-    if head is None:
+    if prefix is None:
         return None, decoder(**rows, attention_mask=mask).last_hidden_state
-    first = decoder(**head, use_cache=True)
+    first = decoder(**prefix, use_cache=True)
     cache = first.cache
     batch, width = mask.shape[0], mask.shape[1] - shared
     cache.batch_repeat_interleave(batch)

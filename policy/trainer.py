@@ -26,6 +26,7 @@ from computerrl.data.config import MODEL, OUT, SEED, setting
 from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, is_vision, load_model, load_tokenizer, peft_quietly,
                                          resolve, write_lineage)
 from computerrl.policy.frozen_trunk import FrozenTrunk
+from computerrl.policy.logprobs import decoder_of
 from computerrl.policy.vision import load_processor
 
 STATE = "trainer_state.json"
@@ -54,9 +55,11 @@ class TrainConfig:
                                    "about 3x cheaper, how the CPU demo fine-tunes).")
     train_vision: bool = setting(False, "A vision-language checkpoint: train its vision tower and projector too "
                                         "(frozen by default: the language model learns).")
-    trunk_memory_gib: float = setting(2.0, "With --train-layers: memory for what the frozen layers make of each "
-                                           "row, computed in its first pass and reused by the later ones (about "
-                                           "half the cost of an epoch after the first); 0 = recompute it.")
+    trunk_memory_gib: float = setting(2.0, "With --train-layers and more than one pass over the rows: memory on "
+                                           "the model's device for what the frozen layers make of each row (its "
+                                           "tokens x hidden size x dtype bytes), computed in its first pass so "
+                                           "later passes run the trained layers alone; 0 = recompute it. One "
+                                           "process, text models, a new adapter only.")
     gradient_checkpointing: bool = setting(False, "Recompute activations in the backward pass: less memory, about a "
                                                   "third slower.")
     device: str = setting("", "Torch device: cpu, cuda ('' = accelerate's choice).")  # "": the GPU when there is one
@@ -116,11 +119,12 @@ class Trainer:
     returns (sum of per-token losses, logs) for one micro-batch and the trainer divides by the
     tokens of the whole step, so every token weighs the same however the rows were batched."""
 
-    def __init__(self, cfg: TrainConfig, console=None):
-        """`console`: the stage's; it goes quiet on every process but the main one (one speaks for all)."""
+    def __init__(self, cfg: TrainConfig, console=None, *, passes: int = 1):
+        """`console`: the stage's; it goes quiet on every process but the main one (one speaks for all);
+        `passes`: how many times the run goes over each row (more than one: the frozen layers' output is kept)."""
         import torch
         from accelerate import Accelerator
-        from accelerate.utils import set_seed
+        from accelerate.utils import DistributedType, set_seed
 
         self.cfg = cfg
         # a killed run resumes only into the same run: settings that change how, not what, it computes aside
@@ -166,10 +170,11 @@ class Trainer:
         warmup = max(1, cfg.warmup)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
-        self.trunk = None  # the frozen layers' output per row, kept (one process: nothing sharded or wrapped)
-        if (top and not adapter and not self.processor and cfg.trunk_memory_gib and self.accelerator.num_processes == 1
-                and FrozenTrunk.fits(model, cfg.train_layers)):
-            self.trunk = FrozenTrunk(_decoder(model), top[0], int(cfg.trunk_memory_gib * 2**30))
+        self.trunk = None  # the frozen layers' output per row, kept (no layer swapped inside a sharding wrapper)
+        if (passes > 1 and cfg.train_layers and top and not adapter and not self.processor and cfg.trunk_memory_gib
+                and self.accelerator.distributed_type == DistributedType.NO
+                and FrozenTrunk.fits(model, decoder_of(model), top[0])):
+            self.trunk = FrozenTrunk(decoder_of(model), top[0], int(cfg.trunk_memory_gib * 2**30))
         if self._resumable():  # weights, optimizer, scheduler and RNG as they were after the last saved step
             if (cfg.state_dir / "accelerate").exists():
                 self.accelerator.load_state(str(cfg.state_dir / "accelerate"))
@@ -226,6 +231,12 @@ class Trainer:
                 longest = max(len(rows) for rows in micro)
             # out of the except block, so the failed pass's tensors are freed with its traceback
             self.optimizer.zero_grad(set_to_none=True)
+            if self.trunk is not None:
+                self.trunk = None  # its kept states first: they grow through the first pass
+                torch.cuda.empty_cache()
+                log.warning("out of GPU memory: the step runs again without the frozen layers' kept output "
+                            "(--trunk-memory-gib 0 saves this retry)")
+                continue
             torch.cuda.empty_cache()
             if not self.cfg.gradient_checkpointing:
                 self.cfg.gradient_checkpointing = True
@@ -369,16 +380,11 @@ def _split(rows: list[int], halvings: int) -> list[list[int]]:
     return [rows[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
-def _decoder(model):
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: LoRA sits inside
-    return base.get_decoder()
-
-
 def _top_layers(model, n: int) -> list[int]:
     """Indices of the top n decoder layers ([] = all)."""
     if not n:
         return []
-    total = len(_decoder(model).layers)
+    total = len(decoder_of(model).layers)
     return list(range(max(0, total - n), total))
 
 

@@ -188,7 +188,7 @@ def run(cfg: GRPOConfig, console=None) -> dict:
     temperature = cfg.temperature or sampling_temperature(cfg.rollouts)
     clip = Clip(cfg.eps_low, cfg.eps_high, cfg.beta, cfg.tis_cap, cfg.anchor, cfg.anchor_weight)
     reference = cfg.beta or cfg.anchor == "kl"
-    trainer = Trainer(cfg, console)
+    trainer = Trainer(cfg, console, passes=cfg.epochs)
     console.print(f"grpo: {len(played)} steps of {figures['groups']} groups, mean reward {figures['mean_reward']:.3f}; "
                   f"{len(skipped)} groups without spread" + (" (anchored)" if cfg.anchor else " skipped") +
                   f"; {len(rows)} steps to train on"

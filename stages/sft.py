@@ -88,7 +88,7 @@ def run(cfg: SFTConfig, console=None) -> dict:
     if cfg.out.exists() and not cfg.state_dir.exists() and not cfg.overwrite:
         console.print(f"{cfg.out} is already trained (--overwrite trains again)")
         return json.loads((cfg.out / "summary.json").read_text())
-    trainer = Trainer(cfg, console)
+    trainer = Trainer(cfg, console, passes=cfg.epochs)
     tok = trainer.tokenizer
     data = chats(cfg.data)
     if not data:
@@ -133,8 +133,8 @@ def run(cfg: SFTConfig, console=None) -> dict:
     out = trainer.save_final(card, summary)
     console.print(f"wrote {out}: {len(data)} rows, {len(log)} optimizer steps, loss "
                   f"{summary['first_loss']:.3f} → {summary['last_loss']:.3f}")
-    if trainer.trunk and cfg.epochs > 1:
-        console.print(f"the frozen layers' output of {len(trainer.trunk.kept)} of {len(data)} rows was computed once "
-                      f"({trainer.trunk.bytes / 2**20:.0f} MiB): the later epochs ran the top {cfg.train_layers} "
-                      "layers alone")
+    if trainer.trunk:
+        console.print(f"the frozen layers ran once for {len(trainer.trunk.kept)} of {len(data)} rows "
+                      f"({trainer.trunk.bytes / 2**20:.0f} MiB kept); {trainer.trunk.reused} later passes of a row "
+                      f"ran the top {cfg.train_layers} layers alone")
     return summary

@@ -19,5 +19,5 @@ def test_bench_trunk_reports_both_settings_and_the_same_losses(tmp_path, tiny_mo
                    "--batch-rows", "2"])
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line == result and result["epochs"] == 2
-    assert result["recomputed_later_s"] > 0 and result["kept_later_s"] > 0 and result["later_epoch_speedup"] > 0
+    assert result["recomputed_later_s"] > 0 and result["kept_later_s"] > 0
     assert result["max_loss_difference"] < 1e-4

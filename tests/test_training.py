@@ -322,21 +322,35 @@ def long_chat_rows(n=6):
                               *r["messages"][1:]]} for r in chat_rows(n)]
 
 
-def test_the_frozen_layers_output_kept_between_passes_changes_no_number(tiny_model):
-    """With only the top layers training, what the bottom ones make of a row is computed once: log-probs and
-    gradients are the whole model's, the rows batched with others or alone, the system prompt shared or not."""
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_frozen_layers_output_kept_between_passes_changes_no_number(tiny_model, lora):
+    """With only the top layers training (fully, or a LoRA adapter on them), what the bottom ones make of a row
+    is computed once and reused: log-probs, GRPO's loss and the gradients are the whole model's, the rows
+    batched with others or alone, the system prompt shared or not; the model is whole again after each pass."""
     import torch
 
     from computerrl.policy.checkpoint import load_model, load_tokenizer
     from computerrl.policy.frozen_trunk import FrozenTrunk
-    from computerrl.policy.logprobs import MIN_SHARED, answer_ids, chat_prompt_ids, response_logprobs, shared_prefix
+    from computerrl.policy.grpo_loss import Clip, rows_loss
+    from computerrl.policy.logprobs import (MIN_SHARED, answer_ids, chat_prompt_ids, decoder_of, response_logprobs,
+                                            shared_prefix)
     from computerrl.policy.trainer import _freeze_all_but
 
     tok, model = load_tokenizer(tiny_model), load_model(tiny_model, trainable=True)
-    _freeze_all_but(model, [1])
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], layers_to_transform=[1],
+                                                 init_lora_weights=False))
+    else:
+        _freeze_all_but(model, [1])
+    decoder = decoder_of(model)
+    assert FrozenTrunk.fits(model, decoder, 1)
     chats = [r["messages"] for r in long_chat_rows(4)]
     prompts, answers = [chat_prompt_ids(tok, c[:-1]) for c in chats], [answer_ids(tok, c[-1]["content"]) for c in chats]
     assert shared_prefix(prompts, 10**6) >= MIN_SHARED  # the shared-prefix pass is the one checked
+    bottom_runs = []
+    decoder.layers[0].register_forward_hook(lambda module, args, out: bottom_runs.append(args[0].shape))
 
     def logprobs_and_grads(rows, trunk):
         model.zero_grad()
@@ -345,17 +359,23 @@ def test_the_frozen_layers_output_kept_between_passes_changes_no_number(tiny_mod
         return logp.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
 
     whole, whole_grads = logprobs_and_grads([0, 1, 2, 3], None)
-    trunk = FrozenTrunk(model.get_decoder(), 1, 1 << 30)
+    trunk = FrozenTrunk(decoder, 1, 1 << 30)
+    bottom_runs.clear()
     for rows in ([0, 1, 2, 3], [0, 1, 2, 3], [3, 1], [0]):  # computed, kept; then regrouped from what is kept
         logp, grads = logprobs_and_grads(rows, trunk)
         assert torch.allclose(logp, torch.cat([whole[sum(map(len, answers[:i])):][:len(answers[i])] for i in rows]),
                               atol=1e-5)
         if rows == [0, 1, 2, 3]:
             assert all(torch.allclose(g, w, atol=1e-6, rtol=1e-4) for g, w in zip(grads, whole_grads))
-    assert len(trunk.kept) == 4
-    full = FrozenTrunk(model.get_decoder(), 1, 0)  # no memory left for it: the rows' passes run whole
+    assert len(bottom_runs) == 2 and len(trunk.kept) == 4 and trunk.reused == 4 + 2 + 1  # the prefix, the rows: once
+    assert [layer.self_attn.layer_idx for layer in decoder.layers] == [0, 1] and len(decoder.layers) == 2
+    assert torch.allclose(logprobs_and_grads([0, 1, 2, 3], None)[0], whole)  # the whole model again, its norm too
+    args = (prompts, answers, [1.0, -1.0, 1.0, -1.0], [lp.detach() - 0.1 for lp in whole.split(list(map(len, answers)))],
+            Clip())
+    assert rows_loss(model, *args, trunk=trunk)[0].item() == pytest.approx(rows_loss(model, *args)[0].item(), rel=1e-5)
+    full = FrozenTrunk(decoder, 1, 0)  # no memory left for it: the rows' passes run their bottom layers each time
     assert torch.allclose(torch.cat(response_logprobs(model, prompts, answers, trunk=full)).detach(), whole, atol=1e-5)
-    assert not full.kept
+    assert not full.kept and full.reused == 0
 
 
 def test_sft_training_its_top_layers_trains_the_same_weights_with_the_frozen_layers_output_kept(tmp_path, tiny_model):
@@ -375,8 +395,9 @@ def test_sft_training_its_top_layers_trains_the_same_weights_with_the_frozen_lay
                                           "--train-layers", "1", "--trunk-memory-gib", str(gib)])
         assert result.exit_code == 0, result.output
         outputs[gib] = out, result.output
-    assert "the frozen layers' output of 6 of 6 rows was computed once" in outputs[2.0][1]
-    assert "frozen layers' output" not in outputs[0.0][1]
+    # 6 rows, each passed again in the 2 later epochs
+    assert "the frozen layers ran once for 6 of 6 rows" in outputs[2.0][1] and "12 later passes" in outputs[2.0][1]
+    assert "the frozen layers ran" not in outputs[0.0][1]
     (plain, _), (kept, _) = outputs[0.0], outputs[2.0]
     assert load(kept / "metrics")["loss"] == pytest.approx(load(plain / "metrics")["loss"], rel=1e-5)
     for (name, a), (_, b) in zip(load_model(plain).state_dict().items(), load_model(kept).state_dict().items()):
