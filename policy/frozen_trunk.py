@@ -39,10 +39,12 @@ class FrozenTrunk:
         import torch
 
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        config, layers = base.config, decoder.layers
+        config = base.config
+        if config.model_type not in PLAIN_DECODERS:  # other decoders may name their parts otherwise too
+            return False
+        layers = decoder.layers
         bottom = [decoder.embed_tokens, *layers[:first]]
-        return (config.model_type in PLAIN_DECODERS and 0 < first < len(layers)
-                and len(set(getattr(config, "layer_types", None) or [""])) == 1
+        return (0 < first < len(layers) and len(set(getattr(config, "layer_types", None) or [""])) == 1
                 and not any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in decoder.modules())
                 and not getattr(config, "attention_dropout", 0.0)
                 and not any(p.requires_grad for part in bottom for p in part.parameters()))
