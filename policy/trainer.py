@@ -58,8 +58,8 @@ class TrainConfig:
     trunk_memory_gib: float = setting(2.0, "With --train-layers and more than one pass over the rows: memory on "
                                            "the model's device for what the frozen layers make of each row (its "
                                            "tokens x hidden size x dtype bytes), computed in its first pass so "
-                                           "later passes run the trained layers alone; 0 = recompute it. One "
-                                           "process, text models, a new adapter only.")
+                                           "later passes run the trained layers alone; 0 = recompute it. Used in "
+                                           "one process, for a text model, not for an adapter given as --model.")
     gradient_checkpointing: bool = setting(False, "Recompute activations in the backward pass: less memory, about a "
                                                   "third slower.")
     device: str = setting("", "Torch device: cpu, cuda ('' = accelerate's choice).")  # "": the GPU when there is one
