@@ -237,9 +237,9 @@ def train_flops(model, prompts, responses, share_prefix: bool = True) -> float:
     × vocabulary × answer tokens (logits only there). Backward = twice the forward where the weights
     train (gradients of activations and of weights), once where they are frozen (LoRA: activations only,
     the adapters' own work left out); attention's backward is twice its forward either way."""
-    from computerrl.policy.logprobs import MIN_SHARED, _decoder_and_head, shared_prefix
+    from computerrl.policy.logprobs import MIN_SHARED, decoder_and_head, shared_prefix
 
-    decoder, head = _decoder_and_head(model)
+    decoder, head = decoder_and_head(model)
     c = decoder.config
     h, layers = c.hidden_size, c.num_hidden_layers
     d = getattr(c, "head_dim", None) or h // c.num_attention_heads

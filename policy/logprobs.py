@@ -24,14 +24,14 @@ def answer_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
 
 
-def _decoder_and_head(model):
+def decoder_and_head(model):
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: LoRA sits inside
     return base.get_decoder(), base.get_output_embeddings()
 
 
 def decoder_of(model):
     """The decoder of a causal LM (a peft model's too): its embeddings, layers and final norm."""
-    return _decoder_and_head(model)[0]
+    return decoder_and_head(model)[0]
 
 
 def shared_prefix(sequences: Sequence[Sequence[int]], limit: int) -> int:
@@ -101,7 +101,7 @@ def _response_logprobs(model, prompts, responses, temperature, pad_id, with_entr
     if any(isinstance(p, ScreenPrompt) for p in prompts):  # a vision model's rows: one pass each, with its images
         out, entropy = zip(*(screen_logprobs(model, p, r, temperature) for p, r in zip(prompts, responses)))
         return (list(out), list(entropy)) if with_entropy else list(out)
-    decoder, head = _decoder_and_head(model)
+    decoder, head = decoder_and_head(model)
     device = head.weight.device
     # The position predicting a row's first answer token must stay in the per-row part.
     shared = shared_prefix(prompts, min(map(len, prompts)) - 1) if share_prefix and len(prompts) > 1 else 0

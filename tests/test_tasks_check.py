@@ -197,11 +197,11 @@ def test_tasks_check_on_an_empty_folder_is_a_clear_error(tmp_path):
 
 
 def test_commands_run_as_written():
-    from computerrl.envs.tasks.setup import _argv
+    from computerrl.envs.tasks.setup import shell_argv
 
     # /home/user is the desktop's literal home in its sandbox: nothing is rewritten.
-    assert _argv(["cp", "/home/user/a.txt", "/home/username/b"], False) == ["cp", "/home/user/a.txt", "/home/username/b"]
-    assert _argv("ls /home/user/Desktop", True) == ["sh", "-c", "ls /home/user/Desktop"]  # /bin/sh, as OSWorld's
+    assert shell_argv(["cp", "/home/user/a.txt", "/home/username/b"], False) == ["cp", "/home/user/a.txt", "/home/username/b"]
+    assert shell_argv("ls /home/user/Desktop", True) == ["sh", "-c", "ls /home/user/Desktop"]  # /bin/sh, as OSWorld's
 
 
 @pytest.mark.parametrize("step, field, says", [

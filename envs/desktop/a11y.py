@@ -99,7 +99,7 @@ class _Obj(NamedTuple):
     ifaces: list
 
 
-def _bits(words) -> int:
+def from_words(words) -> int:
     return sum(w << 32 * i for i, w in enumerate(words))
 
 
@@ -363,7 +363,7 @@ class A11yReader:
     def _describe(self, bus: str, objs: dict, paths: list[str]) -> None:
         """Add the showing objects among paths to objs: states first, then four calls for each."""
         states = self.batch([(bus, p, ACC, "GetState") for p in paths])
-        shown = [(p, _bits(s[0])) for p, s in zip(paths, states) if s and _bits(s[0]) & SHOWN == SHOWN]
+        shown = [(p, from_words(s[0])) for p, s in zip(paths, states) if s and from_words(s[0]) & SHOWN == SHOWN]
         r = self.batch([c for p, _ in shown for c in (
             (bus, p, ACC, "GetRoleName"), (bus, p, PROPS, "GetAll", "s", (ACC,)),
             (bus, p, COMP, "GetExtents", "u", (0,)), (bus, p, ACC, "GetInterfaces"))])
@@ -406,7 +406,7 @@ class A11yReader:
                             + [(bus, p, ACC, "GetState") for p in paths])
             if None not in r[len(paths):] or retry:  # GetState fails only on dead objects
                 break
-        focused = {p for p, s in zip(paths, r[len(paths):]) if s and _bits(s[0]) & FOCUSED}
+        focused = {p for p, s in zip(paths, r[len(paths):]) if s and from_words(s[0]) & FOCUSED}
         keep = [(p, t[0] if t else "") for p, t in zip(paths, r) if (t and t[0].strip()) or p in focused][:budget]
         r = self.batch([(bus, p, COMP, "GetExtents", "u", (0,)) for p, _ in keep]
                         + [(bus, p, PROPS, "Get", "ss", (ACC, "Name")) for p, _ in keep])

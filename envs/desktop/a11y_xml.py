@@ -21,7 +21,7 @@ import re
 
 from lxml import etree
 
-from computerrl.envs.desktop.a11y import ACC, COMP, PROPS, ROOT, TEXT, A11yReader, _bits
+from computerrl.envs.desktop.a11y import ACC, COMP, PROPS, ROOT, TEXT, A11yReader, from_words
 
 NS = {"st": "https://accessibility.ubuntu.example.org/ns/state",
       "attr": "https://accessibility.ubuntu.example.org/ns/attributes",
@@ -87,7 +87,7 @@ def _describe(reader: A11yReader, objs: list[tuple[str, str]]) -> list[tuple]:
                         for bus, p in objs for m in per])
     rows = [r[i * len(per):(i + 1) * len(per)] for i in range(len(objs))]
     ifaces = [set(row[4][0]) if row[4] else set() for row in rows]
-    states = [_bits(row[2][0]) if row[2] else 0 for row in rows]
+    states = [from_words(row[2][0]) if row[2] else 0 for row in rows]
     extra = []  # what some objects also answer: extents, text, value, actions
     for (bus, p), st, i in zip(objs, states, ifaces):
         if st & VISIBLE_SHOWING == VISIBLE_SHOWING and COMP in i:

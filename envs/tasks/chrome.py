@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from computerrl.envs.desktop.devtools import DevTools, DevToolsError
-from computerrl.envs.tasks.getters import _any, getter
+from computerrl.envs.tasks.getters import check_any, getter
 from computerrl.envs.tasks.metrics.chrome import compare_urls
 from computerrl.envs.tasks.registry import LAUNCH_SETTLES
-from computerrl.envs.tasks.setup import STEP_FILES, Budget, _string, cached, step
+from computerrl.envs.tasks.setup import STEP_FILES, Budget, check_string, cached, step
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop.desktop import Desktop
@@ -151,7 +151,7 @@ def address_bar(desktop: "Desktop") -> str | None:
     return None
 
 
-def _active_url(desktop: "Desktop", spec: dict) -> str | None:
+def active_url(desktop: "Desktop", spec: dict) -> str | None:
     text = address_bar(desktop)
     return None if text is None else spec.get("goto_prefix", "https://") + text
 
@@ -172,15 +172,15 @@ def _active_tab(desktop: "Desktop", budget: Budget) -> tuple[DevTools, dict] | N
     return (devtools, tabs[0]) if tabs else None
 
 
-@getter("active_url_from_accessTree", goto_prefix=(_any, False))
+@getter("active_url_from_accessTree", goto_prefix=(check_any, False))
 def active_url_from_access_tree(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
-    return _active_url(desktop, spec)
+    return active_url(desktop, spec)
 
 
-@getter("active_tab_info", goto_prefix=(_any, False))
+@getter("active_tab_info", goto_prefix=(check_any, False))
 def active_tab_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
     found = _active_tab(desktop, budget)
-    if found is None or _active_url(desktop, spec) is None:
+    if found is None or active_url(desktop, spec) is None:
         return None
     devtools, tab = found
     _wait_loaded(devtools, tab, budget)
@@ -191,10 +191,10 @@ def active_tab_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -
         return None
 
 
-@getter("active_tab_url_parse", goto_prefix=(_any, False), parse_keys=(_any, True), replace=(_any, False),
-        split_list=(_any, False))
+@getter("active_tab_url_parse", goto_prefix=(check_any, False), parse_keys=(check_any, True), replace=(check_any, False),
+        split_list=(check_any, False))
 def active_tab_url_parse(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
-    url = _active_url(desktop, spec)
+    url = active_url(desktop, spec)
     if url is None:
         return None
     query = parse_qs(urlparse(url).query)
@@ -206,10 +206,10 @@ def active_tab_url_parse(desktop: "Desktop", spec: dict, out: Path, budget: Budg
     return parsed
 
 
-@getter("url_dashPart", goto_prefix=(_any, False), partIndex=(_any, True), needDeleteId=(_any, False),
-        returnType=(_any, True), key=(_any, False))
+@getter("url_dashPart", goto_prefix=(check_any, False), partIndex=(check_any, True), needDeleteId=(check_any, False),
+        returnType=(check_any, True), key=(check_any, False))
 def url_dash_part(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> Any:
-    url = _active_url(desktop, spec)
+    url = active_url(desktop, spec)
     if url is None:
         return None
     try:
@@ -290,10 +290,10 @@ def _html_parse(ask, spec: dict, url: str) -> dict:
     return out
 
 
-@getter("active_tab_html_parse", goto_prefix=(_any, False), category=(_any, True))
+@getter("active_tab_html_parse", goto_prefix=(check_any, False), category=(check_any, True))
 def active_tab_html_parse(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
     """Values the rule names, read from the page the address bar shows (by class, label, xpath or input)."""
-    url = _active_url(desktop, spec)
+    url = active_url(desktop, spec)
     if not isinstance(url, str):
         return None
     try:
@@ -315,7 +315,7 @@ def active_tab_html_parse(desktop: "Desktop", spec: dict, out: Path, budget: Bud
     return _html_parse(ask, spec, tab["url"])
 
 
-@getter("time_diff_range", diff_range_in_minutes=(_any, True))
+@getter("time_diff_range", diff_range_in_minutes=(check_any, True))
 def time_diff_range(desktop: "Desktop", spec: dict, out: Path, budget: Budget):
     return spec["diff_range_in_minutes"]
 
@@ -343,7 +343,7 @@ def _on_screen(bounds: dict, width: int, height: int) -> bool:
     return w > 0 and h > 0 and 2 * shown >= w * h
 
 
-@getter("page_info", url=(_string, True))
+@getter("page_info", url=(check_string, True))
 def page_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict:
     """The page at `url`, loaded in a new tab of the user's browser (their cookies), then closed."""
     try:
@@ -361,7 +361,7 @@ def page_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict
         devtools.close(tab["id"])
 
 
-@getter("pdf_from_url", path=(_string, True), dest=(_any, False))
+@getter("pdf_from_url", path=(check_string, True), dest=(check_any, False))
 def pdf_from_url(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
     """The page at `path`, loaded in a new tab and printed to PDF by the browser; None when it cannot be.
     Departures: the user's own browser prints it (OSWorld's opens a fresh context), and a page that
@@ -405,7 +405,7 @@ def _preference(name: str, path: str, pick, fallback) -> None:
             return fallback
 
 
-def _flag(value) -> str:
+def check_flag(value) -> str:
     return "true" if value else "false"
 
 
@@ -419,18 +419,18 @@ _preference("chrome_language", LOCAL_STATE, lambda s: s.get("intl", {}).get("app
 _preference("chrome_font_size", PREFERENCES, lambda p: p.get("webkit", {}).get("webprefs", {
     "default_fixed_font_size": 13, "default_font_size": 16, "minimum_font_size": 13}),
     {"default_fixed_font_size": 13, "default_font_size": 16})
-_preference("enable_do_not_track", PREFERENCES, lambda p: _flag(p.get("enable_do_not_track")), "false")
+_preference("enable_do_not_track", PREFERENCES, lambda p: check_flag(p.get("enable_do_not_track")), "false")
 _preference("enable_enhanced_safety_browsing", PREFERENCES,
-            lambda p: _flag(p.get("safebrowsing", {}).get("enhanced")), "Google")  # sic: OSWorld's fallback
-_preference("enable_safe_browsing", PREFERENCES, lambda p: _flag(
+            lambda p: check_flag(p.get("safebrowsing", {}).get("enhanced")), "Google")  # sic: OSWorld's fallback
+_preference("enable_safe_browsing", PREFERENCES, lambda p: check_flag(
     p.get("safebrowsing", {}).get("enhanced") or p.get("safebrowsing", {}).get("enabled")), "false")
-_preference("new_startup_page", PREFERENCES, lambda p: _flag(
+_preference("new_startup_page", PREFERENCES, lambda p: check_flag(
     "session" not in p or p["session"].get("restore_on_startup") == 5), "Google")
 # "Delete cookies and site data when Chrome closes": the cookies content setting at 4 (SESSION_ONLY). OSWorld's
 # getter takes any content setting at all, which the fresh profile of this desktop's Chromium already holds: its
 # task would start solved (`tasks check --run`).
 _preference("data_delete_automacally", PREFERENCES,  # sic: OSWorld's name and fallback
-            lambda p: _flag(p["profile"].get("default_content_setting_values", {}).get("cookies") == 4), "Google")
+            lambda p: check_flag(p["profile"].get("default_content_setting_values", {}).get("cookies") == 4), "Google")
 _preference("find_unpacked_extension_path", PREFERENCES,
             lambda p: [e["path"] for e in p["extensions"]["settings"].values()], "Google")
 _preference("find_installed_extension_name", PREFERENCES,
@@ -480,12 +480,12 @@ def _query(desktop: "Desktop", paths: list[str], table: str, sql: str, out: Path
     return None
 
 
-@getter("history", dest=(_any, False))
+@getter("history", dest=(check_any, False))
 def history(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list | None:
     return _query(desktop, [f"{DEFAULT}/History"], "urls", "SELECT url, title, last_visit_time FROM urls", out)
 
 
-@getter("cookie_data", dest=(_any, False))
+@getter("cookie_data", dest=(check_any, False))
 def cookie_data(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list | None:
     return _query(desktop, [f"{DEFAULT}/Cookies", f"{DEFAULT}/Network/Cookies"], "cookies", "SELECT * FROM cookies", out)
 

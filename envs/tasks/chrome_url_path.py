@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from computerrl.envs.tasks.chrome import _active_url
-from computerrl.envs.tasks.getters import _any, getter
+from computerrl.envs.tasks.chrome import active_url
+from computerrl.envs.tasks.getters import check_any, getter
 from computerrl.envs.tasks.setup import Budget
 
 if TYPE_CHECKING:
@@ -63,8 +63,8 @@ def _keys(v) -> str:
     return "" if isinstance(v, list) and all(isinstance(k, str) for k in v) else "expected a list of names"
 
 
-@getter("url_path_parse", goto_prefix=(_any, False), parse_keys=(_keys, True))
+@getter("url_path_parse", goto_prefix=(check_any, False), parse_keys=(_keys, True))
 def url_path_parse(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
     """The active tab's URL path read as filters (None without a browser window)."""
-    url = _active_url(desktop, spec)
+    url = active_url(desktop, spec)
     return None if url is None else url_path_fields(url, spec["parse_keys"])

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from computerrl.envs.tasks.registry import GETTERS
-from computerrl.envs.tasks.setup import (Budget, Parameters, SetupError, _command, _flag, cached, desktop_path,
+from computerrl.envs.tasks.setup import (Budget, Parameters, SetupError, check_command, check_flag, cached, desktop_path,
                                          execute)
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ FILE_LIMIT = 256 << 20  # bytes of a file copied out of a desktop to be scored
 GETTER_PARAMETERS: dict[str, Parameters] = {}  # getter type -> its parameters (beside "type")
 
 
-def _any(v) -> str:
+def check_any(v) -> str:
     return ""
 
 
@@ -75,7 +75,7 @@ def _office_profile(desktop: "Desktop", path: str) -> str:
     return path
 
 
-@getter("vm_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
+@getter("vm_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(check_flag, False),
         gives=(_indices, False))
 def vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None | list[str | None]:
     """Copy the files out of the desktop (read as its user, in its sandbox), so the metric reads a
@@ -108,9 +108,9 @@ def gimp_config_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) 
                              "dest": spec.get("dest") or spec["file_name"]}, out, budget)
 
 
-@getter("cloud_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
+@getter("cloud_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(check_flag, False),
         gives=(_indices, False))
-@getter("cache_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(_flag, False),
+@getter("cache_file", path=(_one_or_more, True), dest=(_one_or_more, False), multi=(check_flag, False),
         gives=(_indices, False))
 def cloud_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | list[str]:
     """The cached files, copied side by side under their `dest` names, as OSWorld's cache holds them (a
@@ -126,12 +126,12 @@ def cloud_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str
     return _given(given)
 
 
-@getter("rule", rules=(_any, True))
+@getter("rule", rules=(check_any, True))
 def rule(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> Any:
     return spec.get("rules")
 
 
-@getter("vm_command_line", command=(_command, True), shell=(_flag, False))
+@getter("vm_command_line", command=(check_command, True), shell=(check_flag, False))
 def vm_command_line(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str:
     return execute(desktop, budget, spec["command"], spec.get("shell", False))
 

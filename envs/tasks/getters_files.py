@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from computerrl.envs.tasks.getters import FILE_LIMIT, getter, vm_file
-from computerrl.envs.tasks.setup import (COMMAND_TIMEOUT_S, Budget, SetupError, _argv, _command, _flag, _string,
+from computerrl.envs.tasks.setup import (COMMAND_TIMEOUT_S, Budget, SetupError, shell_argv, check_command, check_flag, check_string,
                                          desktop_path, flag)
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ print(json.dumps(reply))
 """
 
 
-@getter("list_directory", path=(_string, True))
+@getter("list_directory", path=(check_string, True))
 def list_directory(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
     """The folder's tree: {"type": "directory", "name", "children": [...]}, a file {"type": "file", "name"};
     None when the path is no folder, or the tree is larger than anything a task makes."""
@@ -87,7 +87,7 @@ def list_directory(desktop: "Desktop", spec: dict, out: Path, budget: Budget) ->
     return reply.get("tree")
 
 
-@getter("vm_command_error", command=(_command, True), shell=(_flag, False))
+@getter("vm_command_error", command=(check_command, True), shell=(check_flag, False))
 def vm_command_error(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
     """What the command wrote to stderr (OSWorld's /execute "error"), run as vm_command_line runs it;
     None when it did not finish, as OSWorld's server answers a command past its timeout."""
@@ -96,7 +96,7 @@ def vm_command_error(desktop: "Desktop", spec: dict, out: Path, budget: Budget) 
     command, shell = spec["command"], spec.get("shell", False)
     if isinstance(command, list) and not flag(shell):  # OSWorld's server expands ~/ in a command's words
         command = [desktop_path(c) if isinstance(c, str) and c.startswith("~/") else c for c in command]
-    argv = _argv(command, shell)
+    argv = shell_argv(command, shell)
     try:
         r = desktop.sandbox.run(argv, env=budget.env(desktop, argv), timeout_s=budget.left(COMMAND_TIMEOUT_S), trusted=budget.trusted)
     except SandboxError:
@@ -114,7 +114,7 @@ def _file_content(v) -> str:
     return "" if v == "last_row" else 'expected "last_row" (the only content OSWorld\'s getter reads)'
 
 
-@getter("content_from_vm_file", path=(_string, True), file_type=(_file_type, True),
+@getter("content_from_vm_file", path=(check_string, True), file_type=(_file_type, True),
         file_content=(_file_content, True))
 def content_from_vm_file(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> list[str] | None:
     """The first sheet's last row, as pandas reads it (the first row is the header), each cell as
@@ -146,7 +146,7 @@ def _slide_media(kind: str):
     return get
 
 
-SLIDE = dict(ppt_file_path=(_string, True), slide_index=(_slide_index, True), dest=(_string, True))
+SLIDE = dict(ppt_file_path=(check_string, True), slide_index=(_slide_index, True), dest=(check_string, True))
 audio_in_slide = getter("audio_in_slide", **SLIDE)(_slide_media("audio"))
 background_image_in_slide = getter("background_image_in_slide", **SLIDE)(_slide_media("background image"))
 
@@ -254,7 +254,7 @@ PARSERS = {"last_row": _last_row, "slide_media": _slide_media_of}
 WALLPAPER_KEY = ["org.gnome.desktop.background", "picture-uri"]
 
 
-@getter("vm_wallpaper", dest=(_string, True))
+@getter("vm_wallpaper", dest=(check_string, True))
 def vm_wallpaper(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str:
     """The desktop's wallpaper as OSWorld's server finds it: the file GNOME's setting
     org.gnome.desktop.background picture-uri names (`gsettings set …` in the agent's terminal, or any
@@ -284,7 +284,7 @@ PALETTE_TRIES = 3  # a busy desktop opens the palette late and the name goes els
 COMMAND_S = 3.0  # for the command's file to appear
 
 
-@getter("vscode_config", vscode_extension_command=(_string, True), path=(_string, True), dest=(_string, True))
+@getter("vscode_config", vscode_extension_command=(check_string, True), path=(check_string, True), dest=(check_string, True))
 def vscode_config(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
     """OSWorld's: run a VS Code command from the command palette (ctrl+shift+p, its name, Enter) in the
     focused window, then read the file it writes. The tasks install an evaluation extension whose
@@ -294,22 +294,22 @@ def vscode_config(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> 
     (agent_code.py)."""
     import time
 
-    from computerrl.envs.tasks.setup import _xdotool
+    from computerrl.envs.tasks.setup import run_xdotool
 
     path = desktop_path(spec["path"])
     argv = ["rm", "-f", "--", path]
     desktop.sandbox.run(argv, env=budget.env(desktop, argv), timeout_s=budget.left(5.0), trusted=budget.trusted)
     time.sleep(FOCUS_S)
     for attempt in range(1, PALETTE_TRIES + 1):
-        _xdotool(desktop, "key", "--clearmodifiers", "ctrl+shift+p")
+        run_xdotool(desktop, "key", "--clearmodifiers", "ctrl+shift+p")
         time.sleep(PALETTE_S * attempt)
-        _xdotool(desktop, "type", "--clearmodifiers", "--delay", "10", "--", spec["vscode_extension_command"])
+        run_xdotool(desktop, "type", "--clearmodifiers", "--delay", "10", "--", spec["vscode_extension_command"])
         time.sleep(PALETTE_S * attempt)
-        _xdotool(desktop, "key", "--clearmodifiers", "Return")
+        run_xdotool(desktop, "key", "--clearmodifiers", "Return")
         deadline = time.monotonic() + budget.left(COMMAND_S)
         while time.monotonic() < deadline:
             time.sleep(0.25)
             if desktop.sandbox.read(path, limit=0) is not None:  # written
                 return vm_file(desktop, {"path": spec["path"], "dest": spec["dest"]}, out, budget)
-        _xdotool(desktop, "key", "--clearmodifiers", "Escape")
+        run_xdotool(desktop, "key", "--clearmodifiers", "Escape")
     return vm_file(desktop, {"path": spec["path"], "dest": spec["dest"]}, out, budget)

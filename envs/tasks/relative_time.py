@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from computerrl.envs.tasks.getters import _any, getter
+from computerrl.envs.tasks.getters import check_any, getter
 from computerrl.envs.tasks.setup import Budget, SetupError
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def resolve(rules: dict, now: datetime) -> dict:
     return rules
 
 
-@getter("rule_relativeTime", rules=(_any, True))
+@getter("rule_relativeTime", rules=(check_any, True))
 def rule_relative_time(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict:
     try:
         return resolve(spec["rules"], _now(spec["rules"]))

@@ -47,11 +47,11 @@ class SetupError(RuntimeError):
 
 
 # ---- parameter checks: each returns "" when the value is fine, else what was expected -------
-def _string(v) -> str:
+def check_string(v) -> str:
     return "" if isinstance(v, str) and v else "expected a non-empty string"
 
 
-def _flag(v) -> str:
+def check_flag(v) -> str:
     return "" if isinstance(v, bool) or v in ("true", "false") else "expected true or false"
 
 
@@ -65,7 +65,7 @@ def _seconds(v) -> str:
     return "" if ok else "expected a number of seconds"
 
 
-def _command(v) -> str:
+def check_command(v) -> str:
     ok = (isinstance(v, str) and v.strip()) or (isinstance(v, list) and v and all(isinstance(c, (str, int, float))
                                                                                   for c in v))
     if not ok:
@@ -81,7 +81,7 @@ def _files(*keys: str) -> Callable[[Any], str]:
         if not isinstance(v, list) or not v:
             return f"expected a non-empty list of files, each with {' and '.join(keys)}"
         for i, f in enumerate(v):
-            if not isinstance(f, dict) or any(_string(f.get(k)) for k in keys):
+            if not isinstance(f, dict) or any(check_string(f.get(k)) for k in keys):
                 return f"item {i}: expected an object with {' and '.join(keys)} (non-empty strings)"
         return ""
 
@@ -217,7 +217,7 @@ def upload_file(desktop: "Desktop", budget: Budget, files: list[dict], **_) -> N
     _copy_in(desktop, files)
 
 
-@step("open", path=(_string, True))
+@step("open", path=(check_string, True))
 def open_file(desktop: "Desktop", budget: Budget, path: str, **_) -> None:
     target = desktop_path(path)
     if desktop.sandbox.read(target, limit=0) is None:
@@ -227,7 +227,7 @@ def open_file(desktop: "Desktop", budget: Budget, path: str, **_) -> None:
     desktop.office.open_file(target)
 
 
-def _argv(command: list[str] | str, shell: bool) -> list[str]:
+def shell_argv(command: list[str] | str, shell: bool) -> list[str]:
     # /bin/sh, as OSWorld's server runs a shell command (Python's shell=True): under dash, `echo -e`
     # writes its "-e", and a task may count on it (os/cc9d4f34's script then runs as "/bin/sh ./x.sh")
     if flag(shell) or isinstance(command, str):
@@ -368,7 +368,7 @@ def _in_desktop(name: str) -> bool:
     return "/" in name or shutil.which(name, path=DESKTOP_PATH) is not None  # ./setup.sh: the task's own file
 
 
-@step("launch", command=(_command, True), shell=(_flag, False))
+@step("launch", command=(check_command, True), shell=(check_flag, False))
 def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: bool = False, **_) -> None:
     from computerrl.envs.desktop.actions import APP_ALIASES, EXTERNAL_APPS, app_window
 
@@ -390,7 +390,7 @@ def launch(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: 
     if raw and not flag(shell) and isinstance(command, list) and raw[0] == f"/usr/bin/{Path(raw[0]).name}" \
             and (COMPAT / "bin" / Path(raw[0]).name).exists():  # /usr/bin/thunderbird: the desktop's stand-in
         command = [Path(raw[0]).name, *raw[1:]]
-    desktop.launch(_argv(command, shell))
+    desktop.launch(shell_argv(command, shell))
     app = APP_ALIASES.get(Path(raw[0]).name, Path(raw[0]).name) if raw else None
     if app in EXTERNAL_APPS:  # one of the desktop's apps: the next step or the agent's first look expects its window
         if desktop.wait_for_window(lambda w: app_window(w, app), timeout_s=budget.left(APP_START_S)) is None:
@@ -412,14 +412,14 @@ def _pkill_and_wait(desktop: "Desktop", budget: Budget, args: list[str]) -> None
         time.sleep(0.1)
 
 
-@step("execute", command=(_command, True), shell=(_flag, False))
-@step("command", command=(_command, True), shell=(_flag, False))
+@step("execute", command=(check_command, True), shell=(check_flag, False))
+@step("command", command=(check_command, True), shell=(check_flag, False))
 def execute(desktop: "Desktop", budget: Budget, command: list[str] | str, shell: bool = False, **_) -> str:
     """Run to completion in the sandbox, in /home/user; its output is returned (vm_command_line uses it).
     A command that fails is noted for Reset's reply (exit code and the end of stderr)."""
     from computerrl.envs.desktop.sandbox import SandboxError
 
-    argv = _argv(command, shell)
+    argv = shell_argv(command, shell)
     try:
         r = desktop.sandbox.run(argv, env=budget.env(desktop, argv), timeout_s=budget.left(COMMAND_TIMEOUT_S),
                                 trusted=budget.trusted)
@@ -454,28 +454,28 @@ def _window(desktop: "Desktop", budget: Budget, window_name: str, strict: bool =
                                                                   else SETUP_WINDOW_S))
 
 
-def _xdotool(desktop: "Desktop", *argv: str) -> None:
+def run_xdotool(desktop: "Desktop", *argv: str) -> None:
     import subprocess
 
     subprocess.run(["xdotool", *argv], env=desktop.x_env, timeout=10, check=False, capture_output=True)
 
 
-@step("activate_window", window_name=(_string, True), strict=(_flag, False), by_class=(_flag, False))
+@step("activate_window", window_name=(check_string, True), strict=(check_flag, False), by_class=(check_flag, False))
 def activate_window(desktop: "Desktop", budget: Budget, window_name: str, strict: bool = False,
                     by_class: bool = False, **_) -> None:
     w = _window(desktop, budget, window_name, strict, by_class)
     if w is None:
         raise SetupError(f"activate_window: no window matches {window_name!r}")
-    _xdotool(desktop, "windowactivate", "--sync", str(w.id))
+    run_xdotool(desktop, "windowactivate", "--sync", str(w.id))
 
 
-@step("close_window", window_name=(_string, True), strict=(_flag, False), by_class=(_flag, False))
+@step("close_window", window_name=(check_string, True), strict=(check_flag, False), by_class=(check_flag, False))
 def close_window(desktop: "Desktop", budget: Budget, window_name: str, strict: bool = False,
                  by_class: bool = False, **_) -> None:
     w = _window(desktop, budget, window_name, strict, by_class)
     if w is None:
         raise SetupError(f"close_window: no window matches {window_name!r}")
-    _xdotool(desktop, "windowclose", str(w.id))
+    run_xdotool(desktop, "windowclose", str(w.id))
 
 
 def run_steps(desktop: "Desktop", steps: list[dict], budget: Budget, failed: list[str] | None = None) -> None:

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 from computerrl.apis.vlc import VLCRC
 from computerrl.envs.desktop.vlc import http_get
-from computerrl.envs.tasks.getters import _any, getter, vm_file
+from computerrl.envs.tasks.getters import check_any, getter, vm_file
 from computerrl.envs.tasks.setup import Budget
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop.desktop import Desktop
 
 
-@getter("vlc_playing_info", dest=(_any, False))
+@getter("vlc_playing_info", dest=(check_any, False))
 def vlc_playing_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
     status = http_get(desktop, "/requests/status.xml")
     if status is None:
@@ -31,7 +31,7 @@ def vlc_playing_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) 
     return str(path)
 
 
-@getter("vlc_config", dest=(_any, False))
+@getter("vlc_config", dest=(check_any, False))
 def vlc_config(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
     return vm_file(desktop, {"path": VLCRC, "dest": spec.get("dest") or "vlcrc"}, out, budget)
 
@@ -41,7 +41,7 @@ def vm_screen_size(desktop: "Desktop", spec: dict, out: Path, budget: Budget) ->
     return {"width": desktop.width, "height": desktop.height}
 
 
-@getter("vm_window_size", app_class_name=(_any, True))
+@getter("vm_window_size", app_class_name=(check_any, True))
 def vm_window_size(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
     """The first window of that class (any case): its own size, without the frame."""
     want = str(spec["app_class_name"]).lower()

@@ -145,7 +145,7 @@ class _Book:
         return float(v) if isinstance(v, (int, float)) else v
 
 
-def _sheet(idx, result: _Book, expected: _Book | None):
+def sheet_at(idx, result: _Book, expected: _Book | None):
     """Resolve an OSWorld sheet index to (book, sheet name); an unknown name gives ""."""
     if isinstance(idx, int):
         return result, result.names[idx] if -len(result.names) <= idx < len(result.names) else ""
@@ -173,7 +173,7 @@ def _freeze_key(ws):
 
 
 def _fuzzy_cells(r, result, expected) -> bool:
-    (b1, n1), (b2, n2) = (_sheet(r[k], result, expected) for k in ("sheet_idx0", "sheet_idx1"))
+    (b1, n1), (b2, n2) = (sheet_at(r[k], result, expected) for k in ("sheet_idx0", "sheet_idx1"))
     for rl in r["rules"]:
         ranges = rl["range"] if isinstance(rl["range"], str) else " ".join(rl["range"])
         for rng in MultiCellRange(ranges):
@@ -208,8 +208,8 @@ def _dims(book, name, obj, props):
     return {k: {p: getattr(d, p) for p in props} for k, d in dims.items()}
 
 
-def _sheets(r, result, expected, keys=("sheet_idx0", "sheet_idx1")):
-    return [_sheet(r[k], result, expected) for k in keys]
+def sheets_at(r, result, expected, keys=("sheet_idx0", "sheet_idx1")):
+    return [sheet_at(r[k], result, expected) for k in keys]
 
 
 @table_rule("sheet_name")
@@ -220,7 +220,7 @@ def _sheet_name(r, result: _Book, expected: _Book | None) -> bool:
 @table_rule("sheet_data")
 def _sheet_data(r, result, expected) -> bool:
     """Cell values as pandas reads them, rounded to `precision` digits."""
-    (b1, n1), (b2, n2) = _sheets(r, result, expected)
+    (b1, n1), (b2, n2) = sheets_at(r, result, expected)
     f1, f2 = (b1.frame(n1) if b1 else None), (b2.frame(n2) if b2 else None)
     if f1 is None or f2 is None:
         return False
@@ -231,7 +231,7 @@ def _sheet_data(r, result, expected) -> bool:
 @table_rule("check_cell")
 def _check_cell(r, result, expected) -> bool:
     """props: {name: {"method", "ref"}}; "value" reads the cached value."""
-    book, name = _sheet(r["sheet_idx"], result, expected)
+    book, name = sheet_at(r["sheet_idx"], result, expected)
     ws = book.sheet(name) if book else None
     if ws is None:
         return False
@@ -249,14 +249,14 @@ table_rule("sheet_fuzzy")(_fuzzy_cells)
 @table_rule("zoom")
 def _zoom(r, result, expected) -> bool:
     """The rule itself holds method and ref."""
-    book, name = _sheet(r["sheet_idx"], result, expected)
+    book, name = sheet_at(r["sheet_idx"], result, expected)
     ws = book.sheet(name) if book else None
     return ws is not None and match_value_to_rule(ws.sheet_view.zoomScale or 100.0, r)
 
 
 @table_rule("freeze")
 def _freeze(r, result, expected) -> bool:
-    sheets = [b.sheet(n) if b else None for b, n in _sheets(r, result, expected)]
+    sheets = [b.sheet(n) if b else None for b, n in sheets_at(r, result, expected)]
     return None not in sheets and _freeze_key(sheets[0]) == _freeze_key(sheets[1])
 
 
@@ -265,7 +265,7 @@ def same_on_both_sides(load, props_key: str | None = None):
     two sheets it names (sheet_idx0, sheet_idx1)."""
     def rule(r, result, expected) -> bool:
         props = [r.get(props_key, [])] if props_key else []
-        (b1, n1), (b2, n2) = _sheets(r, result, expected)
+        (b1, n1), (b2, n2) = sheets_at(r, result, expected)
         return load(b1, n1, *props) == load(b2, n2, *props)
 
     return rule

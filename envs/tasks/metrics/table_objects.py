@@ -21,7 +21,7 @@ import os
 
 from openpyxl.utils.cell import coordinate_to_tuple
 
-from computerrl.envs.tasks.metrics.table import _sheet, _sheets, match_value_to_rule, same_on_both_sides, table_rule
+from computerrl.envs.tasks.metrics.table import sheet_at, sheets_at, match_value_to_rule, same_on_both_sides, table_rule
 
 CSV_ENCODINGS = ("utf-8", "utf-8-sig", "latin-1")  # latin-1 reads any bytes: OSWorld's later ones never run
 
@@ -137,7 +137,7 @@ table_rule("filter")(same_on_both_sides(load_filters))
 
 @table_rule("data_validation")
 def _data_validation(r, result, expected) -> bool:
-    book, name = _sheet(r["sheet_idx"], result, expected)
+    book, name = sheet_at(r["sheet_idx"], result, expected)
     ws = book.sheet(name) if book else None
     if ws is None:
         return False
@@ -170,7 +170,7 @@ def printed_lines(book, name) -> list[str] | None:
 
 @table_rule("sheet_print")
 def _sheet_print(r, result, expected) -> bool:
-    (b1, n1), (b2, n2) = _sheets(r, result, expected)
+    (b1, n1), (b2, n2) = sheets_at(r, result, expected)
     lines1, lines2 = printed_lines(b1, n1), printed_lines(b2, n2)
     if lines1 is None or lines2 is None:
         return False

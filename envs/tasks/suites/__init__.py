@@ -128,7 +128,7 @@ def cloud_file(name: str) -> dict[str, Any]:
 _FIXED_ZIP_TIME = (2024, 1, 1, 0, 0, 0)
 
 
-def _stable_zip(data: bytes) -> bytes:
+def stable_zip(data: bytes) -> bytes:
     """Rewrite an OOXML zip with fixed entry times and no creation/modification stamps, so the
     same parameters give the same bytes (openpyxl and python-docx stamp the current time)."""
     out = io.BytesIO()
@@ -165,7 +165,7 @@ def xlsx(rows: list[list[Any]], *, sheet: str = "Sheet1", extra_sheets: tuple[st
         wb.create_sheet(name)
     buf = io.BytesIO()
     wb.save(buf)
-    return _stable_zip(buf.getvalue())
+    return stable_zip(buf.getvalue())
 
 
 def docx(paragraphs: list[str]) -> bytes:
@@ -176,7 +176,7 @@ def docx(paragraphs: list[str]) -> bytes:
         d.add_paragraph(p)
     buf = io.BytesIO()
     d.save(buf)
-    return _stable_zip(buf.getvalue())
+    return stable_zip(buf.getvalue())
 
 
 def calc_task(instruction: str, rows: list[list[Any]], gold: bytes, rules: list[dict], solution: list[str],

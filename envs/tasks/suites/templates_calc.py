@@ -203,7 +203,7 @@ def _styled(rows: list[list], cells: list[str], **style) -> bytes:
     import openpyxl
     from openpyxl.styles import Font, PatternFill
 
-    from computerrl.envs.tasks.suites import _stable_zip
+    from computerrl.envs.tasks.suites import stable_zip
 
     wb = openpyxl.load_workbook(io.BytesIO(xlsx(rows)))
     ws = wb.active
@@ -221,7 +221,7 @@ def _styled(rows: list[list], cells: list[str], **style) -> bytes:
         ws.merge_cells(style["merge"])
     buf = io.BytesIO()
     wb.save(buf)
-    return _stable_zip(buf.getvalue())
+    return stable_zip(buf.getvalue())
 
 
 def _cell_rules(cells: list[str], prop: str, ref, method: str = "eq") -> list[dict]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 
-from computerrl.envs.tasks.suites import HOME, PEOPLE, WORDS, Instance, _stable_zip, cloud_file, download, open_step, \
+from computerrl.envs.tasks.suites import HOME, PEOPLE, WORDS, Instance, stable_zip, cloud_file, download, open_step, \
     template, vm_file
 
 TOPICS = ["Budget", "Roadmap", "Hiring", "Results", "Risks", "Timeline", "Goals", "Feedback", "Launch", "Review"]
@@ -57,7 +57,7 @@ def pptx(slides: list[tuple[str, list[str]]], *, background: dict[int, str] | No
             fill.fore_color.rgb = RGBColor.from_string(background[n])
     buf = io.BytesIO()
     prs.save(buf)
-    return _stable_zip(buf.getvalue())
+    return stable_zip(buf.getvalue())
 
 
 def impress_task(instruction: str, start: bytes, gold: bytes, solution: list[str], params: dict, *,
