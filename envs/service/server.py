@@ -50,8 +50,7 @@ from computerrl.envs.desktop.desktop import Desktop, Observation
 from computerrl.envs.desktop.office import FACTORIES
 from computerrl.envs.desktop.sandbox import Limits
 from computerrl.envs.service.proto import env_pb2, env_pb2_grpc
-from computerrl.envs.tasks import metrics as _metrics  # noqa: F401 - registers the metrics
-from computerrl.envs.tasks import getters as _getters  # noqa: F401 - registers the getters
+from computerrl.envs.tasks import catalog  # noqa: F401 - registers the steps, getters and metrics
 from computerrl.envs.tasks.evaluate import EvaluatorError, evaluate
 from computerrl.envs.tasks.setup import Budget, SetupError, missing_sources, run_steps
 from computerrl.envs.tasks.task import Task, TaskError, parse_task

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from computerrl.envs.tasks import metric_worker
+from computerrl.envs.tasks import catalog, metric_worker  # noqa: F401 - catalog: what a task names, registered
 from computerrl.envs.tasks.getters import fetch
 from computerrl.envs.tasks.setup import Budget, run_steps
 from computerrl.envs.tasks.task import Task

@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urljoin, urlparse, urlsplit
 
 from computerrl.data.files import write_atomic
-from computerrl.envs.tasks import getters  # noqa: F401 - registers the steps, and the files they bring
+from computerrl.envs.tasks import catalog  # noqa: F401 - registers the steps, and the files they bring
 from computerrl.envs.tasks.setup import STEP_FILES
 from computerrl.envs.tasks.task import Task, TaskError, load_task, task_files
 

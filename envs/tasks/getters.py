@@ -164,6 +164,3 @@ def fetch(desktop: "Desktop", spec: dict | None, out: Path, budget: Budget) -> A
     except (KeyError, OSError) as e:
         raise SetupError(f"getter {spec.get('type')!r} failed: {type(e).__name__}: {e}") from None
 
-
-from computerrl.envs.tasks import (chrome, chrome_url_path, getters_files, relative_time,  # noqa: E402,F401 - register their steps and getters
-                                   vlc)

@@ -77,7 +77,7 @@ class Task:
 
     def unsupported(self) -> list[str]:
         """What this task needs that is not registered, e.g. ["setup step 'download'", "metric 'x'"]."""
-        from computerrl.envs.tasks import getters, metrics, setup  # noqa: F401 - they fill the registries
+        from computerrl.envs.tasks import catalog, getters, metrics, setup  # noqa: F401 - catalog fills the registries
 
         missing = [f"no evaluator ({self.no_evaluator})"] if self.no_evaluator else []
         steps = [s["type"] for s in self.config + self.evaluator.get("postconfig", [])]
