@@ -200,7 +200,8 @@ def test_commands_run_as_written():
     from computerrl.envs.tasks.setup import shell_argv
 
     # /home/user is the desktop's literal home in its sandbox: nothing is rewritten.
-    assert shell_argv(["cp", "/home/user/a.txt", "/home/username/b"], False) == ["cp", "/home/user/a.txt", "/home/username/b"]
+    assert shell_argv(["cp", "/home/user/a.txt", "/home/username/b"], False) == ["cp", "/home/user/a.txt",
+                                                                                 "/home/username/b"]
     assert shell_argv("ls /home/user/Desktop", True) == ["sh", "-c", "ls /home/user/Desktop"]  # /bin/sh, as OSWorld's
 
 

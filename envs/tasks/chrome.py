@@ -191,8 +191,8 @@ def active_tab_info(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -
         return None
 
 
-@getter("active_tab_url_parse", goto_prefix=(check_any, False), parse_keys=(check_any, True), replace=(check_any, False),
-        split_list=(check_any, False))
+@getter("active_tab_url_parse", goto_prefix=(check_any, False), parse_keys=(check_any, True),
+        replace=(check_any, False), split_list=(check_any, False))
 def active_tab_url_parse(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> dict | None:
     url = active_url(desktop, spec)
     if url is None:

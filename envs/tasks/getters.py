@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from computerrl.envs.tasks.registry import GETTERS
-from computerrl.envs.tasks.setup import (Budget, Parameters, SetupError, check_command, check_flag, cached, desktop_path,
-                                         execute)
+from computerrl.envs.tasks.setup import (Budget, Parameters, SetupError, cached, check_command, check_flag,
+                                         desktop_path, execute)
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop.desktop import Desktop
@@ -163,4 +163,3 @@ def fetch(desktop: "Desktop", spec: dict | None, out: Path, budget: Budget) -> A
         raise
     except (KeyError, OSError) as e:
         raise SetupError(f"getter {spec.get('type')!r} failed: {type(e).__name__}: {e}") from None
-

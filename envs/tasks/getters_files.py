@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from computerrl.envs.tasks.getters import FILE_LIMIT, getter, vm_file
-from computerrl.envs.tasks.setup import (COMMAND_TIMEOUT_S, Budget, SetupError, shell_argv, check_command, check_flag, check_string,
-                                         desktop_path, flag)
+from computerrl.envs.tasks.setup import (COMMAND_TIMEOUT_S, Budget, SetupError, check_command, check_flag,
+                                         check_string, desktop_path, flag, shell_argv)
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop.desktop import Desktop
@@ -284,7 +284,8 @@ PALETTE_TRIES = 3  # a busy desktop opens the palette late and the name goes els
 COMMAND_S = 3.0  # for the command's file to appear
 
 
-@getter("vscode_config", vscode_extension_command=(check_string, True), path=(check_string, True), dest=(check_string, True))
+@getter("vscode_config", vscode_extension_command=(check_string, True), path=(check_string, True),
+        dest=(check_string, True))
 def vscode_config(desktop: "Desktop", spec: dict, out: Path, budget: Budget) -> str | None:
     """OSWorld's: run a VS Code command from the command palette (ctrl+shift+p, its name, Enter) in the
     focused window, then read the file it writes. The tasks install an evaluation extension whose
