@@ -33,13 +33,12 @@ class FrozenTrunk:
         self.reused = 0  # row passes that took the kept states
 
     @staticmethod
-    def fits(model, decoder, first: int) -> bool:
-        """Whether `model` has a trunk below layer `first` to keep: a plain decoder whose layers all attend
+    def fits(decoder, first: int) -> bool:
+        """Whether `decoder` has a trunk below layer `first` to keep: a plain decoder whose layers all attend
         alike (the top ones run alone, renumbered), no dropout, and nothing below `first` training."""
         import torch
 
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        config = base.config
+        config = decoder.config
         if config.model_type not in PLAIN_DECODERS:  # other decoders may name their parts otherwise too
             return False
         layers = decoder.layers

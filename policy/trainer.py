@@ -171,10 +171,10 @@ class Trainer:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
         self.trunk = None  # the frozen layers' output per row, kept (no layer swapped inside a sharding wrapper)
-        if (passes > 1 and cfg.train_layers and top and not adapter and not self.processor and cfg.trunk_memory_gib
-                and self.accelerator.distributed_type == DistributedType.NO
-                and FrozenTrunk.fits(model, decoder_of(model), top[0])):
-            self.trunk = FrozenTrunk(decoder_of(model), top[0], int(cfg.trunk_memory_gib * 2**30))
+        decoder = decoder_of(model)
+        if (passes > 1 and top and not adapter and not self.processor and cfg.trunk_memory_gib
+                and self.accelerator.distributed_type == DistributedType.NO and FrozenTrunk.fits(decoder, top[0])):
+            self.trunk = FrozenTrunk(decoder, top[0], int(cfg.trunk_memory_gib * 2**30))
         if self._resumable():  # weights, optimizer, scheduler and RNG as they were after the last saved step
             if (cfg.state_dir / "accelerate").exists():
                 self.accelerator.load_state(str(cfg.state_dir / "accelerate"))

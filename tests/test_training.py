@@ -345,7 +345,7 @@ def test_the_frozen_layers_output_kept_between_passes_changes_no_number(tiny_mod
     else:
         _freeze_all_but(model, [1])
     decoder = decoder_of(model)
-    assert FrozenTrunk.fits(model, decoder, 1)
+    assert FrozenTrunk.fits(decoder, 1)
     chats = [r["messages"] for r in long_chat_rows(4)]
     prompts, answers = [chat_prompt_ids(tok, c[:-1]) for c in chats], [answer_ids(tok, c[-1]["content"]) for c in chats]
     assert shared_prefix(prompts, 10**6) >= MIN_SHARED  # the shared-prefix pass is the one checked
