@@ -40,11 +40,13 @@ class TransformersEngine:
     name = "transformers"
 
     def __init__(self, checkpoint: Path, sampling: Sampling, *, device: str = "cpu", dtype: str = "auto",
-                 model=None, tokenizer=None, prefix_cache: bool | None = None, static_cache: bool = True):
+                 model=None, tokenizer=None, prefix_cache: bool | None = None, static_cache: bool = True,
+                 packed_head: bool = True):
         """`model` / `tokenizer`: already loaded ones (the trainer's), else loaded from `checkpoint`;
         `dtype`: float32, bfloat16 or auto; `prefix_cache`: reuse system prompts' KV caches (default: on a
         CPU); `static_cache`: decode into a KV cache allocated once for the batch's whole length (about
-        30% faster than transformers' growing cache here, the same numbers to float error)."""
+        30% faster than transformers' growing cache here, the same numbers to float error); `packed_head`:
+        the output layer through a packed copy of its weight on a CPU (`packed_head`)."""
         self.sampling = sampling
         self.tokenizer = tokenizer or load_tokenizer(checkpoint)
         if model is None:
@@ -61,6 +63,7 @@ class TransformersEngine:
         self.prefix_cache = self.device.type == "cpu" if prefix_cache is None else prefix_cache
         self.static_cache = static_cache
         self._prefixes: dict[tuple, object] = {}  # system prompt tokens -> KV cache, least recently used first
+        self._head_packed: dict | None = {} if packed_head else None  # the output layer's oneDNN copy, when on
 
     def chat_ids(self, chat: list[dict[str, str]]) -> list[int]:
         return chat_prompt_ids(self.tokenizer, chat)
@@ -76,7 +79,7 @@ class TransformersEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), packed_head(self.model, self._head_packed):  # None: the layer as it is
                 if not self.prefix_cache:
                     return self._sample(prompts)
                 head = self._head(chats, prompts)
@@ -234,6 +237,33 @@ def shared_head_attention(model, tokens: int):
             yield
     finally:
         config._attn_implementation = before
+
+
+@contextlib.contextmanager
+def packed_head(model, kept: dict | None):
+    """Within: `model`'s output layer (a float32 `lm_head` without bias, on a CPU) multiplies through oneDNN with its
+    weight packed once, and again only when the weight changes (`kept` holds the copy, keyed by the
+    tensor and its version, which every in-place update bumps). Generating, that layer gets one row per
+    answer: on this project's AMD CPU MKL read the 49,152 × 576 head at ~2 GB/s for that (54 ms of a
+    ~300 ms decoded token for 3 answers), oneDNN's packed copy takes 17 ms. The numbers differ by float
+    rounding only (log-probs within 2e-5 of the trainer's)."""
+    import torch
+
+    head = getattr(model, "lm_head", None)
+    if kept is None or not (isinstance(head, torch.nn.Linear) and head.weight.device.type == "cpu"
+            and head.bias is None and head.weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()):
+        yield
+        return
+    key = (head.weight.data_ptr(), head.weight._version)
+    if kept.get("key") != key:
+        kept.clear()  # the old copy goes before the new one is made
+        kept.update(key=key, weight=head.weight.detach().to_mkldnn())
+    weight = kept["weight"]
+    head.forward = lambda x: torch.ops.aten.mkldnn_linear(x.to_mkldnn(), weight, None).to_dense()
+    try:
+        yield
+    finally:
+        del head.forward  # the class's own again (training, and the trainer's log-probs)
 
 
 def fast_dtype(device: str) -> str:

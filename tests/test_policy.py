@@ -107,6 +107,38 @@ def test_behaviour_logprobs_agree_with_the_trainers_recomputation(engine):
     assert gens[0].prompt_ids == engine.chat_ids(chats[0])
 
 
+def test_the_packed_output_layer_follows_the_weights_it_was_packed_from(tiny_model):
+    """Generating on a CPU, the output layer multiplies through a packed copy of its weight (faster for the
+    few rows a decoded token has): weights changed in place (an optimizer step, a new version loaded) give
+    the new weights' numbers at the next call, and the model outside generate is its own again. Any model
+    shows this: the tiny stand-in."""
+    import torch
+
+    from computerrl.policy.engines import Sampling, make_engine
+    from computerrl.policy.logprobs import response_logprobs
+
+    engine = make_engine("transformers", tiny_model, Sampling(1.0, 6), dtype="float32")
+    chats = [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Put {v} in B2."}]
+             for v in (1, 22)]
+
+    def agreeing_logprobs():
+        gens = engine.generate(chats, seed=3)
+        with torch.no_grad():
+            mine = response_logprobs(engine.model, [g.prompt_ids for g in gens], [g.response_ids for g in gens],
+                                     1.0, pad_id=engine.pad_id)
+        for g, m in zip(gens, mine):
+            assert torch.allclose(torch.tensor(g.logprobs), m, atol=1e-5), (torch.tensor(g.logprobs) - m).abs().max()
+        return gens
+
+    before = agreeing_logprobs()
+    assert engine._head_packed and "forward" not in vars(engine.model.lm_head)  # packed, and put back
+    with torch.no_grad():
+        engine.model.lm_head.weight.mul_(3.0)  # in place, as an optimizer step changes it
+    engine.forget_prefixes()  # the system prompts' cached keys came from the old (tied) embeddings
+    after = agreeing_logprobs()  # the new weights' numbers, not the packed old ones'
+    assert [g.logprobs for g in before] != [g.logprobs for g in after]
+
+
 def test_sampling_draws_from_the_whole_distribution_the_logprobs_describe():
     """Behaviour log-probs are those of plain temperature sampling, so tokens outside the 50 likeliest
     must be drawn too (transformers' generate cuts to those 50 unless told not to): at T = 3 many are."""
