@@ -10,7 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from computerrl.data.config import DEVICE, ENGINE, ENVS, LLM_URL, MAX_NEW_TOKENS, MODEL, OUT, SEED, TASKS, setting
+from computerrl.data.config import (DEFAULT_MAX_STEPS, DEVICE, ENGINE, ENVS, LLM_URL, MAX_NEW_TOKENS, MODEL, OUT, SEED,
+                                    TASKS, setting)
 
 if TYPE_CHECKING:  # the policy (and every app's API) loads when a stage plays: `computerrl --help` builds the config
     from computerrl.policy.agent import ModelPolicy
@@ -27,7 +28,7 @@ class PlayConfig:
     model: str = setting("embedded", MODEL)
     samples: int = setting(1, "Trajectories per task: G, the GRPO group, in rollout; K in eval (pass@K is reported "
                               "when K > 1).")
-    max_steps: int = setting(15, "Steps per trajectory before it is cut (truncated).")
+    max_steps: int = setting(DEFAULT_MAX_STEPS, "Steps per trajectory before it is cut (truncated).")
     out: Path = setting(Path("runs/play"), OUT, "--out", "-o")
     engine: str = setting("transformers", ENGINE)
     temperature: float = setting(0.0, "Sampling temperature (0 = greedy; more than one sample per task in eval needs "

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from computerrl.data.config import DEFAULT_MAX_STEPS
 from computerrl.envs.fleet.backends.base import Backend, EnvHandle
 from computerrl.envs.service.client import DesktopEnv, EnvClient, EnvError
 
@@ -46,7 +47,7 @@ def wait_healthy(client: EnvClient, timeout_s: float, *, alive=lambda: True) -> 
 
 class EnvPool:
     def __init__(self, handles: list[EnvHandle], backend: Backend | None = None, *, call_timeout_s: float = 60.0,
-                 start_timeout_s: float = 120.0, max_steps: int = 15, screenshot: bool = False,
+                 start_timeout_s: float = 120.0, max_steps: int = DEFAULT_MAX_STEPS, screenshot: bool = False,
                  manifest: Path | None = None):
         self.backend, self.call_timeout_s, self.start_timeout_s = backend, call_timeout_s, start_timeout_s
         self.manifest = manifest  # a spawn-envs run folder whose manifest the pool follows

@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 
+from computerrl.data.config import DEFAULT_MAX_STEPS
 from computerrl.envs.service.proto import env_pb2, env_pb2_grpc
 
 # Status codes that mean "this episode is gone" (desktop replaced, server dead or hung).
@@ -114,7 +115,8 @@ class DesktopEnv:
     `Agent.exit(...)` or a task success ends it as terminated; `max_steps` ends it as truncated.
     """
 
-    def __init__(self, client: EnvClient, desktop: int = 0, *, max_steps: int = 15, screenshot: bool = False):
+    def __init__(self, client: EnvClient, desktop: int = 0, *, max_steps: int = DEFAULT_MAX_STEPS,
+                 screenshot: bool = False):
         self.client, self.desktop, self.max_steps, self.screenshot = client, desktop, max_steps, screenshot
         self.steps = 0
         self.episode = 0  # id the server gave the running episode

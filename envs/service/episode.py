@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import time
 from typing import Any
@@ -74,7 +75,7 @@ def play(env: DesktopEnv, policy, task: dict, *, domain: str = "", group_id: str
         instruction = task.get("instruction", "")
         history: list[tuple[str, str]] = []
         info: dict[str, Any] = {}
-        for step in range(env.max_steps):
+        for step in itertools.count():  # until the agent ends it or `env` truncates it (its max_steps)
             decision = policy.act(instruction, obs, history)
             shown = obs
             frame = (decision.frame,) if decision.frame else ()  # a vision model's coordinate frame
