@@ -26,7 +26,8 @@ from computerrl.cli.main import app
 from computerrl.cli.options import REQUIRED
 from computerrl.envs.fleet.pidfile import is_supervisor
 from computerrl.stages import eval as eval_stage
-from computerrl.stages import build_apis, filter_success, grpo, rollout, sft, spawn_envs, tasks_build
+from computerrl.stages import (build_apis, filter_success, grpo, rollout, sft, spawn_envs, tasks_build, tasks_check,
+                               tasks_fetch)
 
 STAGES = {"spawn-envs": (spawn_envs_cli.command, spawn_envs.SpawnEnvsConfig),
           "rollout": (rollout_cli.command, rollout.RolloutConfig),
@@ -62,10 +63,17 @@ def test_command_options_and_config_fields_never_drift_apart(name):
 
 
 # Every command made from a stage's config (cli/options.py), with the defaults its command line
-# changes: `tasks build` asks for its --out.
+# changes: `tasks build` asks for its --out, `tasks check` and `fetch` for their FOLDER (fetch: and --cache).
+def command_of(typer_app, name: str):
+    return next(info.callback for info in typer_app.registered_commands if info.name == name)
+
+
 CONFIGURED = STAGES | {"build-apis": (build_apis_cli.command, build_apis.BuildApisConfig),
-                       "tasks build": (tasks_cli.build, tasks_build.BuildConfig)}
-CLI_DEFAULTS = {"tasks build": {"out": REQUIRED}}
+                       "tasks build": (tasks_cli.build, tasks_build.BuildConfig),
+                       "tasks check": (command_of(tasks_cli.app, "check"), tasks_check.CheckConfig),
+                       "tasks fetch": (command_of(tasks_cli.app, "fetch"), tasks_fetch.FetchConfig)}
+CLI_DEFAULTS = {"tasks build": {"out": REQUIRED}, "tasks check": {"folder": REQUIRED},
+                "tasks fetch": {"folder": REQUIRED, "cache": REQUIRED}}
 
 
 def test_every_stage_command_is_made_from_its_config():
@@ -91,13 +99,19 @@ def test_help_shows_each_option_with_its_config_default_and_help(name):
         if line.startswith("│") and words and words[0].startswith("--"):
             rows[words[0]] = " ".join(words)
     for field in dataclasses.fields(config):
-        flag = "--" + field.name.replace("_", "-")
+        about = described(config, field.name)
+        if about["cli"].get("argument"):
+            continue  # a positional argument: in the Arguments box, without a flag
+        flag = (about["flags"] or ("--" + field.name.replace("_", "-"),))[0].split("/")[0]
+        toggles = not about["flags"] or "/" in about["flags"][0]  # --x/--no-x: the default is shown
         default = CLI_DEFAULTS.get(name, {}).get(field.name, field.default_factory()
                                                  if field.default_factory is not dataclasses.MISSING else field.default)
         row = rows[flag]
-        assert " ".join(described(config, field.name)["help"].split()) in row, (flag, row)
+        assert " ".join(about["help"].split()) in row, (flag, row)
         if default is REQUIRED:
             assert "[required]" in row and "[default:" not in row, row
+        elif isinstance(default, bool) and not toggles:
+            assert "[default:" not in row, row  # a plain flag: on when given
         elif isinstance(default, bool):
             assert f"[default: {'' if default else 'no-'}{flag[2:]}]" in row, row
         elif default in (None, "", []):
@@ -116,10 +130,11 @@ BAD = {  # one value each stage's config refuses, and the option its message nam
     "sft": (["--data", "{steps}", "--batch-rows", "0"], "--batch-rows"),
     "build-apis": (["--rounds", "0"], "--rounds"),
     "tasks build": (["--out", "{tmp}", "--train", "-1"], "--train"),
-}
+    "tasks fetch": (["{tmp}", "--cache", "{tmp}", "--max-mb", "0"], "--max-mb"),
+}  # tasks check refuses only its FOLDER, a wrong kind of input (tests/test_tasks_check.py)
 
 
-@pytest.mark.parametrize("name", CONFIGURED)
+@pytest.mark.parametrize("name", BAD)
 def test_a_value_the_config_refuses_is_a_usage_error_naming_the_option(name, tmp_path):
     import datasets
 
