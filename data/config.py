@@ -32,7 +32,7 @@ LLM_URL = ("For --engine openai: the server's base URL (comma-separate several t
            "http://127.0.0.1:8000/v1; the API key, if any, from $OPENAI_API_KEY.")
 DEVICE = "Torch device for the transformers engine (cpu, cuda)."
 MAX_NEW_TOKENS = "Answer length cap, in tokens."
-DEFAULT_MAX_STEPS = 15  # steps an episode may take before it is cut: the default of every player, enforced by DesktopEnv
+DEFAULT_MAX_STEPS = 15  # steps an episode may take before it is cut: every player's default; DesktopEnv enforces it
 
 
 def setting(default: Any, help: str, *flags: str, **cli: Any) -> Any:

@@ -241,12 +241,12 @@ def shared_head_attention(model, tokens: int):
 
 @contextlib.contextmanager
 def packed_head(model, kept: dict | None):
-    """Within: `model`'s output layer (a float32 `lm_head` without bias, on a CPU) multiplies through oneDNN with its
-    weight packed once, and again only when the weight changes (`kept` holds the copy, keyed by the
-    tensor and its version, which every in-place update bumps). Generating, that layer gets one row per
-    answer: on this project's AMD CPU MKL read the 49,152 × 576 head at ~2 GB/s for that (54 ms of a
-    ~300 ms decoded token for 3 answers), oneDNN's packed copy takes 17 ms. The numbers differ by float
-    rounding only (log-probs within 2e-5 of the trainer's)."""
+    """Within: `model`'s output layer (a float32 `lm_head` without bias, on a CPU) multiplies through
+    oneDNN with its weight packed once, and again only when the weight changes (`kept` holds the copy,
+    keyed by the tensor and its version counter, which every in-place update bumps). Generating, that
+    layer gets one row per answer: on this project's AMD CPU MKL read the 49,152 × 576 head at ~2 GB/s
+    for that (54 ms of a ~300 ms decoded token for 3 answers), oneDNN's packed copy takes 17 ms. The
+    numbers differ by float rounding only (log-probs within 4e-5 of the unpacked layer's)."""
     import torch
 
     head = getattr(model, "lm_head", None)

@@ -35,7 +35,10 @@ class FetchConfig:
         from computerrl.envs.tasks.fetch import allowed_hosts
 
         self.folder, self.cache = Path(self.folder), Path(self.cache)
-        self.allowed = allowed_hosts(self.allow_host or [])  # ValueError: a usage error naming the entry
+        try:
+            self.allowed = allowed_hosts(self.allow_host or [])
+        except ValueError as e:  # a usage error naming the option and the entry
+            raise ValueError(f"--allow-host: {e}") from None
         if not all(0 < x < float("inf") for x in (self.timeout_s, self.max_mb)):
             raise ValueError("--timeout-s and --max-mb must be positive numbers")
 
