@@ -56,7 +56,7 @@ def run(cfg: EvalConfig, console=None) -> dict:
     from computerrl.envs.service.trajectories import plan, play_on_envs
 
     console = console or Console(soft_wrap=True)
-    if (cfg.out / "summary.json").exists() and not cfg.journal.exists() and not cfg.overwrite:
+    if cfg.finished:
         console.print(f"{cfg.out} holds a finished evaluation (--overwrite evaluates again)")
         summary = json.loads((cfg.out / "summary.json").read_text())
         console.print(table(summary))

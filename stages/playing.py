@@ -80,6 +80,11 @@ class PlayConfig:
     def journal(self) -> Path:
         return self.out.with_name(f".{self.out.name}.journal")
 
+    @property
+    def finished(self) -> bool:
+        """Its output is whole (a rerun reads it back and plays nothing), and --overwrite was not asked."""
+        return (self.out / "summary.json").exists() and not self.journal.exists() and not self.overwrite
+
     def key(self) -> dict:
         """What makes two runs the same run (a journal of another one is not resumed)."""
         return {k: str(v) for k, v in dataclasses.asdict(self).items() if k not in NOT_IN_KEY}

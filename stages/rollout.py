@@ -52,7 +52,7 @@ def run(cfg: RolloutConfig, console=None) -> dict:
     from computerrl.envs.service.trajectories import plan, play_on_envs
 
     console = console or Console(soft_wrap=True)
-    if cfg.out.exists() and not cfg.journal.exists() and not cfg.overwrite:
+    if cfg.finished:
         console.print(f"{cfg.out} is already complete (--overwrite replaces it)")
         return json.loads((cfg.out / "summary.json").read_text())
     cfg.check_inputs()

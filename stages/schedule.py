@@ -18,7 +18,8 @@ changes one more (`--show-config` prints the whole result as a file to copy and 
 Each step is a stage with its options; it runs in this process (`stage.run(config)`), or, for the
 training stages when `launcher` is set (`accelerate launch --config_file …`), as that command on
 `computerrl`'s CLI. A step whose output is already there is skipped by its stage, so an interrupted
-schedule resumes by running the same command again. `dry_run` prints the steps as commands.
+schedule resumes by running the same command again; the desktops start before the first step that still
+has to play (a rerun that finds every step done starts none). `dry_run` prints the steps as commands.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import dataclasses
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from computerrl.data.config import cli_args
 
@@ -202,13 +203,18 @@ class Steps:
     or launched)."""
 
     TRAINING = ("sft", "grpo")
+    PLAYING = ("tasks-build", "eval", "rollout", "async-rl")  # on the desktops
 
-    def __init__(self, s: Schedule, console, dry_run: bool):
+    def __init__(self, s: Schedule, console, dry_run: bool, start_desktops: Callable[[], None] = lambda: None):
         self.s, self.console, self.dry_run = s, console, dry_run
+        self.start_desktops = start_desktops  # called once, before the first step that plays
+        self.desktops_started = False
 
     def __call__(self, stage: str, **options) -> Any:
         launched = bool(self.s.launcher) and stage in self.TRAINING
         if self.dry_run or launched:
+            if stage in self.PLAYING:
+                self._desktops()
             command = (shlex.split(self.s.launcher) + ["-m", "computerrl.cli.main"] if launched else ["computerrl"]) \
                 + stage.replace("tasks-build", "tasks build").split() + cli_args(options)
             self.console.print(("" if self.dry_run else "$ ") + shlex.join(command), markup=False, highlight=False)
@@ -217,7 +223,14 @@ class Steps:
             return None
         config, run_stage = stages()[stage]
         cfg = config(**options)
+        if stage in self.PLAYING and not getattr(cfg, "finished", False):  # a finished one only reads its output
+            self._desktops()
         return run_stage(cfg) if stage == "spawn-envs" else run_stage(cfg, self.console)
+
+    def _desktops(self) -> None:
+        if not self.desktops_started:
+            self.desktops_started = True
+            self.start_desktops()
 
 
 def stages() -> dict[str, tuple[type, Any]]:
@@ -242,18 +255,22 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     from computerrl.stages.curriculum import stratified_draw, weighted_draw
 
     console = console or Console(soft_wrap=True)
-    step = Steps(s, console, dry_run)
     out = Path(out)
     tasks, envs = Path(s.suite) if s.suite else out / "tasks", out / "envs"
     built, rl_pool = (tasks / "train").exists(), tasks / ("rl" if s.rl_split else "train")
     if s.rl_split and not dry_run and built and not rl_pool.exists():  # said before any desktop starts
         raise ValueError(f"rl_split={s.rl_split}: the suite {tasks} has no rl split (build a new one, or set "
                          "suite to another folder)")
+
+    def start_desktops() -> None:
+        """Before the first step that plays (none, when a rerun finds every step done): the desktops read the
+        suite's files (written by tasks build, before its replays need them)."""
+        if step("spawn-envs", out=envs, count=s.envs, backend=s.backend, cache=tasks / "files", detach=True):
+            raise RuntimeError(f"the desktops did not start; see {envs}")
+
+    step = Steps(s, console, dry_run, start_desktops)
     if envs.exists():
         step("spawn-envs", out=envs, stop=True)  # desktops an interrupted run left behind
-    # the desktops read the suite's files (written by tasks build, before its replays need them)
-    if step("spawn-envs", out=envs, count=s.envs, backend=s.backend, cache=tasks / "files", detach=True):
-        raise RuntimeError(f"the desktops did not start; see {envs}")
     playing = dict(envs=envs, max_steps=s.max_steps, max_new_tokens=s.max_new_tokens, budgets=s.budgets,
                    engine=s.engine, seed=seed, screens=s.screens, coordinates=s.coordinates)
     training = dict(train_layers=s.train_layers, dtype=s.dtype, gradient_checkpointing=s.gradient_checkpointing)
@@ -387,7 +404,8 @@ def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run:
     except _Stopped:
         console.print(f"stopped after {s.stop_after}, as asked (stop_after)")
     finally:
-        step("spawn-envs", out=envs, stop=True)
+        if step.desktops_started:
+            step("spawn-envs", out=envs, stop=True)
     if not dry_run:
         console.print(schedule_report({seed: phases}))
         if (iterations := iteration_table(out)).row_count:
