@@ -176,14 +176,18 @@ compare-async run=(runs / "demo") tasks=(run / "tasks") out=(runs / "compare-asy
 
 # One arm of issue 42 (docs/rl-arms.md): RL 1 from seed `seed`'s BC, shared by every arm (built once in
 # runs/arms/seed-N with its suite and its greedy eval on 96 valid tasks), evaluated on those valid tasks only, each
-# iteration on the first 24 of them (`track`). `settings`: the arm's, e.g. --set grpo.anchor=nll. Resumes.
+# iteration on the first 24 of them (`track`). `settings`: the arm's, e.g. --set grpo.anchor=nll. Resumes; a
+# finished arm's report files are kept in docs/runs/arms/NAME/seed-N (committed: runs/ does not outlive a machine),
+# and an arm kept there is not run again.
 [group("bench")]
 rl-arm name seed *settings: install
+    kept=docs/runs/arms/{{name}}/seed-{{seed}}; [ ! -e $kept/eval-rl1/summary.json ] || { echo "$kept: done"; exit 0; }; \
     base={{runs}}/arms/seed-{{seed}}; arm={{runs}}/arms/{{name}}/seed-{{seed}}; \
     common="--seed {{seed}} --set suite=$base/tasks --set valid_tasks=96 --set eval_tasks=$base/tasks/valid --set explore_tasks=0"; \
     {{venv}}/computerrl entropulse --out $base $common --set stop_after=bc && mkdir -p $arm && \
     for d in bc eval-bc; do [ -e $arm/$d ] || cp -r $base/$d $arm/$d; done && \
-    {{venv}}/computerrl entropulse --out $arm $common --set stop_after=rl1 --set track=24 --set rl_iterations=6 {{settings}}
+    {{venv}}/computerrl entropulse --out $arm $common --set stop_after=rl1 --set track=24 --set rl_iterations=6 {{settings}} && \
+    {{just_executable()}} keep-report-files $arm $kept
 
 # Every arm of docs/rl-arms.md on BC seeds 0 and 1, one after another (about an hour each here); resumes.
 [group("bench")]
@@ -200,7 +204,7 @@ rl-arms:
 # its worst train template, and the setting chosen.
 [group("bench")]
 rl-arms-rule: install
-    {{venv}}/python -m computerrl.bench.arms_rule --runs {{runs}}/arms
+    {{venv}}/python -m computerrl.bench.arms_rule --runs docs/runs/arms
 
 # Score every supported task of a folder untouched on fresh desktops and list those that start solved.
 [group("tasks")]

@@ -303,13 +303,14 @@ class Trainer:
         tmp = self.cfg.state_dir.with_name(f"{self.cfg.state_dir.name}.tmp")
         if self.is_main:
             shutil.rmtree(tmp, ignore_errors=True)
+            (tmp / "accelerate").mkdir(parents=True)  # before any process writes its shard or RNG state into it
         self.accelerator.wait_for_everyone()
         if self.updates:
             # Before the first step the weights are --model's and the optimizer is empty. Saved under FSDP,
             # torch fills an empty optimizer by a zero-lr step, which Adam counts: the first update would shrink.
             self.accelerator.save_state(str(tmp / "accelerate"))
+        self.accelerator.wait_for_everyone()  # every process's files are in before the state is made current
         if self.is_main:
-            tmp.mkdir(parents=True, exist_ok=True)
             (tmp / STATE).write_text(json.dumps(self.state, default=float))
             _replace(tmp, self.cfg.state_dir)
         self.accelerator.wait_for_everyone()
