@@ -183,7 +183,7 @@ compare-async run=(runs / "demo") tasks=(run / "tasks") out=(runs / "compare-asy
 rl-arm name seed *settings: install
     kept=docs/runs/arms/{{name}}/seed-{{seed}}; [ ! -e $kept/eval-rl1/summary.json ] || { echo "$kept: done"; exit 0; }; \
     base={{runs}}/arms/seed-{{seed}}; arm={{runs}}/arms/{{name}}/seed-{{seed}}; \
-    common="--seed {{seed}} --set suite=$base/tasks --set valid_tasks=96 --set eval_tasks=$base/tasks/valid --set explore_tasks=0"; \
+    common="--seed {{seed}} --set envs=8 --set suite=$base/tasks --set valid_tasks=96 --set eval_tasks=$base/tasks/valid --set explore_tasks=0"; \
     {{venv}}/computerrl entropulse --out $base $common --set stop_after=bc && mkdir -p $arm && \
     for d in bc eval-bc; do [ -e $arm/$d ] || cp -r $base/$d $arm/$d; done && \
     {{venv}}/computerrl entropulse --out $arm $common --set stop_after=rl1 --set track=24 --set rl_iterations=6 {{settings}} && \
