@@ -71,7 +71,7 @@ eval model="embedded" tasks=(runs / "tasks/test") out=(runs / "eval") *args="":
 grpo rollouts model out *args="":
     {{venv}}/computerrl grpo --rollouts {{rollouts}} --model {{model}} --out {{out}} {{args}}
 
-# Rollout and GRPO at once: the desktops keep playing while the trainer trains; --sync to compare (see README).
+# Rollout and GRPO at once: the desktops keep playing while the trainer trains; --sync to compare (docs/guide.md).
 [group("stages")]
 async-rl model="embedded" tasks=(runs / "tasks/train") out=(runs / "async") *args="":
     {{venv}}/computerrl async-rl --model {{model}} --tasks {{tasks}} --envs {{runs}}/envs --out {{out}} {{args}}
