@@ -104,7 +104,7 @@ demo *args: install
 # Start desktops and play a scripted episode in each (no model): a look at the env service alone.
 [group("pipelines")]
 desktops-demo count=envs: install
-    {{venv}}/python -m computerrl.envs.fleet.demo --count {{count}} --out {{runs}}/desktops-demo
+    {{venv}}/python -m computerrl.play.desktops_demo --count {{count}} --out {{runs}}/desktops-demo
 
 # The paper's recipe on GPUs: BC → RL → Entropulse → RL with eval on OSWorld after each phase (the `osworld`
 # preset; add --set KEY=VALUE to change a setting, --dry-run to see the commands).
@@ -178,10 +178,11 @@ compare-async run=(runs / "demo") tasks=(run / "tasks") out=(runs / "compare-asy
 # runs/arms/seed-N with its suite and its greedy eval on 96 valid tasks), evaluated on those valid tasks only, each
 # iteration on the first 24 of them (`track`). `settings`: the arm's, e.g. --set grpo.anchor=nll. Resumes; a
 # finished arm's report files are kept in docs/runs/arms/NAME/seed-N (committed: runs/ does not outlive a machine),
-# and an arm kept there is not run again.
+# and an arm kept there is not run again. The model plays in float32 on every machine (bfloat16 where a CPU computes
+# it would make arms run on two kinds of machine differ by more than their settings).
 [group("bench")]
 rl-arm name seed *settings: install
-    kept=docs/runs/arms/{{name}}/seed-{{seed}}; [ ! -e $kept/eval-rl1/summary.json ] || { echo "$kept: done"; exit 0; }; \
+    export COMPUTERRL_CPU_DTYPE=float32; kept=docs/runs/arms/{{name}}/seed-{{seed}}; [ ! -e $kept/eval-rl1/summary.json ] || { echo "$kept: done"; exit 0; }; \
     base={{runs}}/arms/seed-{{seed}}; arm={{runs}}/arms/{{name}}/seed-{{seed}}; \
     common="--seed {{seed}} --set envs=8 --set suite=$base/tasks --set valid_tasks=96 --set eval_tasks=$base/tasks/valid --set explore_tasks=0"; \
     {{venv}}/computerrl entropulse --out $base $common --set stop_after=bc && mkdir -p $arm && \

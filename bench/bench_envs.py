@@ -35,7 +35,7 @@ from pathlib import Path
 
 from computerrl.envs.fleet.backends.base import make_backend
 from computerrl.envs.service.client import DesktopEnv, EnvClient
-from computerrl.envs.service.scripted import calc_episode, response
+from computerrl.play.scripted import calc_episode, response
 from computerrl.envs.fleet.manifest import HEALTHY
 from computerrl.envs.fleet.supervisor import Supervisor
 

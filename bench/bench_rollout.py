@@ -45,7 +45,7 @@ from pathlib import Path
 
 from computerrl.apis.parser import format_answer
 from computerrl.envs.fleet.backends.local import LocalBackend
-from computerrl.envs.service.episode import play
+from computerrl.play.episode import play
 from computerrl.envs.fleet.pool import EnvPool, wait_healthy
 from computerrl.policy import agent
 from computerrl.data.schemas import Decision
@@ -195,8 +195,8 @@ def calc_desktops(root: Path, count: int):
 
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
-    from computerrl.envs.tasks.task_set import load_task_set
+    from computerrl.tasks.suites.build import generate, task_rows, write_files
+    from computerrl.tasks.task_set import load_task_set
 
     train, _ = generate(16, 0, seed=0, templates=["calc_column_stat", "calc_sort_column", "calc_row_total"])
     write_files(train, root / "files")
@@ -219,7 +219,7 @@ def main() -> None:
     from computerrl.policy.engines import Sampling, make_engine
     from computerrl.policy.prompt import BUDGETS
     from computerrl.policy.session import open_engine
-    from computerrl.stages.schedule import schedule
+    from computerrl.stages.presets import schedule
 
     demo = schedule("demo")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -56,7 +56,7 @@ def main() -> None:
     from computerrl.policy.checkpoint import embedded_checkpoint
     from computerrl.policy.prompt import BUDGETS
     from computerrl.policy.session import open_engine
-    from computerrl.stages.schedule import schedule
+    from computerrl.stages.presets import schedule
 
     demo = schedule("demo")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -21,9 +21,10 @@ def main(argv: list[str] | None = None) -> dict:
     from rich.console import Console
 
     from computerrl.data.datasets_io import load, save_atomic
-    from computerrl.envs.tasks.suites import all_templates
+    from computerrl.tasks.suites import all_templates
     from computerrl.stages import eval as eval_stage
-    from computerrl.stages.schedule import run, schedule
+    from computerrl.stages.presets import schedule
+    from computerrl.stages.schedule import run
     from computerrl.stages.spawn_envs import SpawnEnvsConfig
     from computerrl.stages.spawn_envs import run as spawn
 

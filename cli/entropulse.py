@@ -42,7 +42,7 @@ def command(
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds: the schedule runs once per seed (OUT/seed-N) "
                                             "and one table pools them (overrides --seed).")] = "",
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="KEY=VALUE: change one of the schedule's "
-                                                      "settings (stages/schedule.py's Schedule), e.g. rl_iterations=4; "
+                                                      "settings (stages/presets: Schedule), e.g. rl_iterations=4; "
                                                       "repeat for more.")] = None,
     envs: Annotated[Optional[int], typer.Option(help="Desktops (default: the preset's).")] = None,
     rl_iterations: Annotated[Optional[int], typer.Option(help="Rollout + grpo iterations per RL phase.")] = None,
@@ -58,7 +58,8 @@ def command(
     from rich.console import Console
 
     from computerrl.data.report import schedule_report
-    from computerrl.stages.schedule import run, schedule, show_config as settings_file
+    from computerrl.stages.presets import schedule, show_config as settings_file
+    from computerrl.stages.schedule import run
 
     try:
         chosen_seeds = [int(x) for x in seeds.split(",")] if seeds else [seed]
@@ -76,7 +77,7 @@ def command(
     console = Console(soft_wrap=True)
     if report:
         from computerrl.data.report import drift_table, iteration_table, phases_done
-        from computerrl.stages.schedule import PHASES
+        from computerrl.stages.presets import PHASES
 
         runs = {s: Path(out) / f"seed-{s}" if seeds else Path(out) for s in chosen_seeds}
         done = {s: phases_done(run_dir, list(PHASES)) for s, run_dir in runs.items()}

@@ -114,7 +114,7 @@ METRICS_FILE = "metrics"  # the metrics dataset's folder inside a checkpoint fol
 
 @dataclasses.dataclass
 class Decision:
-    """A policy's answer for one step, as the episode loop (envs/service/episode.py) writes it into the
+    """A policy's answer for one step, as the episode loop (play/episode.py) writes it into the
     step row: what the policy read, what it answered, and its tokens."""
 
     messages: list[dict[str, str]]  # the chat the policy read

@@ -10,7 +10,7 @@ so expert rows, rollout rows and eval see the same prompts.
   between two batches (the asynchronous loop's weight sync); each answer records the version that gave it.
 - `ExpertPolicy`: plays a task's reference solution, one line a step, through the same prompt.
 
-The episode loop (`envs.service.episode.play`) needs only `act(instruction, observation, history) ->
+The episode loop (`play.episode.play`) needs only `act(instruction, observation, history) ->
 Decision`, `episode()` (a context around an episode's steps) and the attributes `version` and
 `engine_name`.
 """

@@ -266,11 +266,19 @@ def packed_head(model, kept: dict | None):
         del head.forward  # the class's own again (training, and the trainer's log-probs)
 
 
+CPU_DTYPE = "COMPUTERRL_CPU_DTYPE"  # float32 or bfloat16: the engines' precision on a CPU, whatever it computes
+
+
 def fast_dtype(device: str) -> str:
     """bfloat16 on a CPU that computes it natively (AMX or AVX-512 BF16), else float32 (on a GPU too:
-    the trainer's dtype, as before)."""
+    the trainer's dtype, as before). $COMPUTERRL_CPU_DTYPE decides on a CPU where it is set: runs compared
+    across machines of both kinds, or a check of the engines' numbers against the trainer's."""
     if not device.startswith("cpu"):
         return "float32"
+    if forced := os.environ.get(CPU_DTYPE):
+        if forced not in ("float32", "bfloat16"):
+            raise ValueError(f"${CPU_DTYPE}={forced!r}: expected float32 or bfloat16")
+        return forced
     try:
         flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
     except (OSError, StopIteration):

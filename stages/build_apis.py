@@ -255,7 +255,7 @@ def _analyse(cfg: BuildApisConfig, llm: Llm) -> dict:
 def _sample_tasks(cfg: BuildApisConfig) -> list[dict]:
     """The app's tasks (domain = app, or the app among their related apps), their solutions when the
     dataset has them, spread evenly over the set."""
-    from computerrl.envs.tasks.task_set import load_task_set
+    from computerrl.tasks.task_set import load_task_set
 
     solutions = {}
     if (cfg.tasks / "dataset_info.json").exists():

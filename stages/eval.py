@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from computerrl.data.files import write_atomic
 from computerrl.data.stats import action_function, action_key, entropy, pass_at_k, wilson
-from computerrl.stages.playing import PlayConfig
+from computerrl.play.config import PlayConfig
 
 if TYPE_CHECKING:  # the episode loop (gRPC) loads when the stage runs: `computerrl --help` builds this config
     from computerrl.data.journal import Journal
@@ -53,7 +53,7 @@ def run(cfg: EvalConfig, console=None) -> dict:
 
     from rich.console import Console
 
-    from computerrl.envs.service.trajectories import plan, play_on_envs
+    from computerrl.play.trajectories import plan, play_on_envs
 
     console = console or Console(soft_wrap=True)
     if cfg.finished:
@@ -80,7 +80,7 @@ def run(cfg: EvalConfig, console=None) -> dict:
 def task_split(item) -> str:
     """seen (a template trained on), near (held out, its template declares the trained one whose calls it makes
     on a new target) or far (held out, any other): the report's columns (data/report.SPLITS)."""
-    from computerrl.envs.tasks.suites import TEMPLATES, all_templates
+    from computerrl.tasks.suites import TEMPLATES, all_templates
 
     if not item.ood:
         return "seen"
@@ -91,7 +91,7 @@ def task_split(item) -> str:
 
 def per_task(trajectories: list[dict], items, samples: int) -> list[dict]:
     """One result row per task from its K trajectory records (aborted ones counted apart)."""
-    from computerrl.envs.service.episode import EVALUATOR_ERROR
+    from computerrl.play.episode import EVALUATOR_ERROR
 
     rows = []
     for k, item in enumerate(items):
@@ -161,7 +161,7 @@ def _write(cfg: EvalConfig, items, playable, journal: Journal) -> dict:
     import datasets
 
     from computerrl.data.datasets_io import lineage, save_atomic
-    from computerrl.envs.service.trajectories import step_dataset
+    from computerrl.play.trajectories import step_dataset
 
     trajectories, steps_ds = step_dataset(journal, playable, cfg.samples, cfg.screenshots)
     results = per_task(trajectories, playable, cfg.samples)

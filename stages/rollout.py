@@ -1,10 +1,10 @@
 """`computerrl rollout`: the policy plays every task G times on the desktops of a `spawn-envs` run.
 
 For each task its G samples start together, spread over the pool's desktops; each desktop has a
-worker thread running the episode loop (`envs.service.episode.play`), and the policy's batcher gathers the
+worker thread running the episode loop (`play.episode.play`), and the policy's batcher gathers the
 answers pending on all desktops into one generate call, so the model works on one batch while the
 desktops carry out the last one. Rows follow the step schema (`data.schemas.STEP_FEATURES`); rewards are
-the step-level rule (`envs.service.episode.step_reward`). A trajectory whose desktop was lost is kept with `error` set
+the step-level rule (`play.episode.step_reward`). A trajectory whose desktop was lost is kept with `error` set
 (aborted, never a failure) and the stage goes on: the pool replaces the desktop from the manifest
 that `spawn-envs` rewrites.
 
@@ -29,18 +29,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from computerrl.data.config import setting
-from computerrl.stages.playing import PlayConfig
+from computerrl.play.config import PlayConfig
 
 if TYPE_CHECKING:  # the episode loop (gRPC) loads when the stage runs: `computerrl --help` builds this config
     from computerrl.data.journal import Journal
-    from computerrl.envs.tasks.task_set import TaskItem
+    from computerrl.tasks.task_set import TaskItem
 
 
 @dataclasses.dataclass
 class RolloutConfig(PlayConfig):
     tasks: Path = Path("runs/tasks/train")
     samples: int = 4  # G: trajectories per task
-    max_steps: int = 8
     out: Path = Path("runs/rollout")  # the step dataset
     temperature: float = 1.0
     iteration: int = setting(0, "RL iteration number (group ids are <task>:<iteration>).")
@@ -49,7 +48,7 @@ class RolloutConfig(PlayConfig):
 def run(cfg: RolloutConfig, console=None) -> dict:
     from rich.console import Console
 
-    from computerrl.envs.service.trajectories import plan, play_on_envs
+    from computerrl.play.trajectories import plan, play_on_envs
 
     console = console or Console(soft_wrap=True)
     if cfg.finished:
@@ -72,7 +71,7 @@ def _assemble(cfg: RolloutConfig, playable: list[TaskItem], items: list[TaskItem
     import shutil
 
     from computerrl.data.datasets_io import lineage, save_atomic
-    from computerrl.envs.service.trajectories import step_dataset
+    from computerrl.play.trajectories import step_dataset
 
     trajectories, ds = step_dataset(journal, playable, cfg.samples, cfg.screenshots)
     summary = {"tasks": len(playable), "trajectories": len(trajectories), "steps": len(ds),

@@ -1,12 +1,12 @@
 """`computerrl tasks build`: generate a task suite and prove every task solvable on real desktops.
 
-Instances come from templates × parameters (`envs/tasks/suites`), split so that train, test, valid
+Instances come from templates × parameters (`tasks/suites`), split so that train, test, valid
 (`--valid`, drawn from train's templates, for choosing settings without looking at test) and rl
 (`--rl`, from train's templates too: tasks for RL that behaviour cloning never imitated) never
 share an instance; their files go to a cache folder (`files/`, read by env servers with
 `--cache`). With `--replay` (the default) every reference solution is played on the desktops of a
 `spawn-envs` run (`--envs`, started with `--cache OUT/files`) through the same episode loop, parser
-and prompt a model gets (`envs.service.episode`, `policy.agent.ExpertPolicy`), and so is its untouched
+and prompt a model gets (`play.episode`, `policy.agent.ExpertPolicy`), and so is its untouched
 start (the agent's first answer is "done"): a task is kept only if its solution scores 1.0 and its
 start 0 (a task that starts solved rewards doing nothing, and RL learns exactly that). The replays
 become the expert step dataset for behaviour cloning, whose `messages` are the prompts the model will
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from computerrl.data.config import OUT, SEED, setting
 
 if TYPE_CHECKING:  # the templates load when a suite is built: `computerrl --help` builds this config
-    from computerrl.envs.tasks.suites import Instance
+    from computerrl.tasks.suites import Instance
 
 JOURNAL = ".replays"  # replays of a build in progress (data/journal.py): a rerun resumes from them
 UNTOUCHED = ":untouched"  # the journal key of an instance's untouched play: its task id and this
@@ -66,8 +66,8 @@ class BuildConfig:
                                          "success: a count N (drawn with --seed) or comma-separated names.")
 
     def __post_init__(self):
-        from computerrl.envs.tasks.suites import get_template
-        from computerrl.envs.tasks.suites.build import pick_holdout
+        from computerrl.tasks.suites import get_template
+        from computerrl.tasks.suites.build import pick_holdout
 
         if min(self.train, self.test, self.valid, self.rl) < 0 or self.train + self.test == 0:
             raise ValueError("--train, --test, --valid and --rl must be >= 0, and --train and --test not both 0")
@@ -94,7 +94,7 @@ def run(cfg: BuildConfig, console=None) -> dict:
 
     from computerrl.data.datasets_io import lineage, save_atomic
     from computerrl.data.schemas import STEP_FEATURES, TASK_FEATURES
-    from computerrl.envs.tasks.suites.build import splits, task_rows, write_files
+    from computerrl.tasks.suites.build import splits, task_rows, write_files
 
     console = console or Console(soft_wrap=True)
     out = Path(cfg.out)
@@ -177,7 +177,7 @@ def replay_solutions_and_starts(cfg: BuildConfig, out: Path, instances: list[Ins
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import prompt_settings, resolve
-    from computerrl.stages.playing import NO_ACTION, ScriptedPlay, play_scripted
+    from computerrl.play.scripted import NO_ACTION, ScriptedPlay, play_scripted
 
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "envs"}
     journal = Journal(out / JOURNAL, settings, restart=True)  # another build's replays are of other tasks

@@ -55,7 +55,7 @@ def run(cfg: CheckConfig, console=None) -> bool:
     from rich.console import Console
     from rich.table import Table
 
-    from computerrl.envs.tasks.check import check_folder
+    from computerrl.tasks.check import check_folder
 
     report = check_folder(cfg.folder)
     console = console or Console(soft_wrap=True)  # long paths stay on one line: greppable
@@ -99,9 +99,9 @@ def score_untouched(folder: Path, envs: Path, out: Path, *, model: str = "embedd
     from computerrl.data.files import write_atomic
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.pool import EnvPool
-    from computerrl.envs.tasks.task_set import load_task_set
+    from computerrl.tasks.task_set import load_task_set
     from computerrl.policy.checkpoint import prompt_settings, resolve
-    from computerrl.stages.playing import NO_ACTION, ScriptedPlay, play_scripted
+    from computerrl.play.scripted import NO_ACTION, ScriptedPlay, play_scripted
 
     items = [i for i in load_task_set(folder) if not i.skip]
     if not items:

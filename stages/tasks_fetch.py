@@ -1,6 +1,6 @@
 """`computerrl tasks fetch`: every file a folder of task files needs (download steps, cloud_file getters) into a
 file cache for env servers' --cache: atomic, resumable (a rerun fetches only what is missing), a clear error
-per URL. Task files are treated as hostile (`envs/tasks/fetch.py`): http(s) only, every hop (redirects too) to
+per URL. Task files are treated as hostile (`tasks/fetch.py`): http(s) only, every hop (redirects too) to
 public addresses only unless --allow-host names one with its port, a size cap per file, one deadline per URL;
 only regular *.json files inside FOLDER are read.
 
@@ -32,7 +32,7 @@ class FetchConfig:
                                         "same host stay refused.", metavar="ADDRESS:PORT")
 
     def __post_init__(self):
-        from computerrl.envs.tasks.fetch import allowed_hosts
+        from computerrl.tasks.fetch import allowed_hosts
 
         self.folder, self.cache = Path(self.folder), Path(self.cache)
         try:
@@ -51,7 +51,7 @@ def run(cfg: FetchConfig, console=None) -> dict[str, str]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from computerrl.envs.tasks.fetch import Cache, download, folder_urls
+    from computerrl.tasks.fetch import Cache, download, folder_urls
 
     files, urls, skipped = folder_urls(cfg.folder)
     for line in skipped:

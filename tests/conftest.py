@@ -27,7 +27,7 @@ import transformers.modeling_utils  # noqa: F401, E402
 
 from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.fleet.pool import wait_healthy
-from computerrl.envs.service.scripted import response
+from computerrl.play.scripted import response
 from computerrl.envs.service.server import EnvServer
 
 
@@ -72,7 +72,7 @@ def generated_desktops(root: Path, tasks: int, desktops: int):
 
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
+    from computerrl.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
 
     train, _ = generate(tasks, 0, seed=5, templates=["calc_column_stat"])

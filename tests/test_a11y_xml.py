@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 
-import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
+import computerrl.tasks.metrics  # noqa: F401 - registers every metric
 from conftest import act, play
 from computerrl.envs.desktop.a11y_xml import NS
-from computerrl.envs.tasks.registry import METRICS
+from computerrl.tasks.registry import METRICS
 
 # OSWorld's libreoffice_impress/ef9d12bd-bcee-4ba0-a40e-918400f43ddf.json, as it is
 LEFT_PANEL = {

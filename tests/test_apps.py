@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from computerrl.envs.service.client import DesktopEnv
-from computerrl.envs.service.scripted import response
+from computerrl.play.scripted import response
 
 pytestmark = pytest.mark.desktop
 

@@ -169,7 +169,7 @@ def test_a_batch_whose_every_trajectory_failed_stops_the_run_with_the_first_erro
 
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.envs.tasks.suites.build import generate, task_rows
+    from computerrl.tasks.suites.build import generate, task_rows
 
     uncached, _ = generate(2, 0, seed=99, templates=["calc_column_stat"])  # files never written to the cache
     save_atomic(datasets.Dataset.from_dict(task_rows(uncached), features=TASK_FEATURES), tmp_path / "tasks")

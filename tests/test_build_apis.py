@@ -150,7 +150,7 @@ def run_dir(tmp_path_factory):
     """Generated Calc tasks (with reference solutions) and two desktops behind a detached spawn-envs."""
     import datasets
 
-    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
+    from computerrl.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
 
     root = tmp_path_factory.mktemp("build-apis")

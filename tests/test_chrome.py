@@ -10,8 +10,8 @@ import pytest
 
 from conftest import play
 from computerrl.envs.service.client import DesktopEnv
-from computerrl.envs.service.scripted import response
-from computerrl.envs.tasks.chrome import HISTORY_TEMPLATE
+from computerrl.play.scripted import response
+from computerrl.tasks.chrome import HISTORY_TEMPLATE
 
 pytestmark = pytest.mark.desktop
 
@@ -171,7 +171,7 @@ def test_browser_tools_open_pages_and_press_the_browsers_shortcuts(env, server):
         obs, _, _, _, info = env.step(response(call))
         assert info["action_valid"] and not info["aborted"], info
         assert shown in obs["app_info"], obs["app_info"]
-    from computerrl.envs.tasks.chrome import address_bar
+    from computerrl.tasks.chrome import address_bar
 
     assert address_bar(server[0].slots[0].desktop) == "chrome://bookmarks"
     obs, reward, terminated, _, info = env.step(response("BrowserTools.bring_back_last_tab()"))
@@ -219,8 +219,8 @@ PARSE_TASK = {  # in the manner of OSWorld's flight-search tasks: values read of
 
 
 def test_values_are_read_off_the_page_the_address_bar_shows(env, server):
-    from computerrl.envs.tasks.chrome import active_tab_html_parse
-    from computerrl.envs.tasks.setup import Budget
+    from computerrl.tasks.chrome import active_tab_html_parse
+    from computerrl.tasks.setup import Budget
 
     desktop = server[0].slots[0].desktop
 
@@ -246,8 +246,8 @@ def test_values_are_read_off_the_page_the_address_bar_shows(env, server):
 
 
 def test_the_launchers_on_the_desktop_are_read(env, server):
-    from computerrl.envs.tasks.chrome import shortcuts_on_desktop
-    from computerrl.envs.tasks.setup import Budget
+    from computerrl.tasks.chrome import shortcuts_on_desktop
+    from computerrl.tasks.setup import Budget
 
     desktop = server[0].slots[0].desktop
     env.reset()
@@ -258,9 +258,9 @@ def test_the_launchers_on_the_desktop_are_read(env, server):
 
 
 def test_a_page_is_printed_to_pdf_by_the_browser(env, server, tmp_path):
-    from computerrl.envs.tasks.chrome import pdf_from_url
-    from computerrl.envs.tasks.metrics.media import compare_pdfs, pdf_text
-    from computerrl.envs.tasks.setup import Budget
+    from computerrl.tasks.chrome import pdf_from_url
+    from computerrl.tasks.metrics.media import compare_pdfs, pdf_text
+    from computerrl.tasks.setup import Budget
 
     desktop = server[0].slots[0].desktop
     env.reset(options={"task": {**PASSWORDS_PAGE, "evaluator": {"func": "infeasible"}}})

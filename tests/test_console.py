@@ -242,9 +242,9 @@ class WaitingPolicy:
 
 
 def test_the_page_shows_which_eval_uses_the_fleet_and_how_far_it_is(fleet, tmp_path):
-    from computerrl.envs.tasks.task_set import TaskItem
+    from computerrl.tasks.task_set import TaskItem
     from computerrl.data.journal import Journal
-    from computerrl.envs.service.trajectories import play_on_envs
+    from computerrl.play.trajectories import play_on_envs
 
     envs, url = fleet
     task = {"id": "look", "instruction": "Give up.", "evaluator": {"func": "infeasible"}}

@@ -12,7 +12,7 @@ from PIL import Image
 
 from conftest import act, home_of, descendants, node_center, wait_until
 from computerrl.envs.fleet.pool import wait_healthy
-from computerrl.envs.service.scripted import response
+from computerrl.play.scripted import response
 
 pytestmark = pytest.mark.desktop
 

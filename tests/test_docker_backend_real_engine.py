@@ -25,7 +25,7 @@ from conftest import wait_until
 from computerrl.data.datasets_io import load, save_atomic
 from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.fleet.manifest import read_manifest
-from computerrl.envs.service.scripted import response
+from computerrl.play.scripted import response
 
 # The first test's setup builds the image (about 4 minutes from nothing, more on a slow network).
 pytestmark = [pytest.mark.desktop, pytest.mark.docker, pytest.mark.timeout(2400)]
@@ -79,7 +79,7 @@ def fleet(engines, tmp_path_factory):
     import datasets
 
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.envs.tasks.suites.build import generate, task_rows, write_files
+    from computerrl.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
 
     root = tmp_path_factory.mktemp("docker-fleet")

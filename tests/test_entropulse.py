@@ -22,7 +22,7 @@ def test_the_quick_schedule_learns_in_bc_and_says_which_phase_had_nothing_to_tra
     from PIL import Image
 
     from computerrl.policy.checkpoint import read_lineage
-    from computerrl.stages.schedule import schedule
+    from computerrl.stages.presets import schedule
 
     out, tasks = tmp_path / "quick", schedule("quick").test_tasks
     try:

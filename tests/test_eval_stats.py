@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from computerrl.data.stats import entropy, pass_at_k, wilson
-from computerrl.envs.tasks.task_set import TaskItem, load_task_set
+from computerrl.tasks.task_set import TaskItem, load_task_set
 from computerrl.stages.eval import per_task, plots, summarize, table
 
 OSWORLD = Path(__file__).resolve().parents[2] / "shared" / "osworld"

@@ -1,4 +1,4 @@
-"""Getters that look into the desktop's folders and files (envs/tasks/getters_files.py): OSWorld-format
+"""Getters that look into the desktop's folders and files (tasks/getters_files.py): OSWorld-format
 tasks that use them set up, solved by scripted actions and scored in a real desktop; what a hostile
 file could do to them, on files built here."""
 
@@ -19,9 +19,9 @@ from PIL import Image
 
 from conftest import play
 from computerrl.envs.desktop.sandbox import Sandbox
-from computerrl.envs.tasks.getters import fetch
-from computerrl.envs.tasks.setup import Budget
-from computerrl.envs.tasks.task import parse_task
+from computerrl.tasks.getters import fetch
+from computerrl.tasks.setup import Budget
+from computerrl.tasks.task import parse_task
 
 AUDIO_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/audio"
 BACKGROUND = ('<p:bg xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" '

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from conftest import descendants
 
-import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
+import computerrl.tasks.metrics  # noqa: F401 - registers every metric
 from computerrl.envs.desktop.cgroup import Cgroup
 from computerrl.envs.desktop.jail import run_in_jail
-from computerrl.envs.tasks.registry import METRICS
+from computerrl.tasks.registry import METRICS
 
 ROTATE = """
 SHAPES = [[(0, 0), (1, 0), (0, 1), (1, 1)], [(0, 0), (1, 0), (2, 0), (3, 0)]]
@@ -171,7 +171,7 @@ runner["leave"](0)
 
 
 def test_a_verdict_forged_from_the_runners_frame_passes_so_such_tasks_scores_are_marked(tmp_path):
-    from computerrl.envs.tasks.task import parse_task
+    from computerrl.tasks.task import parse_task
 
     assert score(tmp_path, FRAME_WALKER, "import game\ndef test():\n    return False\n") == 1.0
     task = parse_task({"id": "tetris", "instruction": "Fix the game.", "evaluator": {

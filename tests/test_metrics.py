@@ -11,9 +11,9 @@ from openpyxl.styles import Font, PatternFill
 from pptx import Presentation
 from pptx.util import Inches, Pt
 
-import computerrl.envs.tasks.metrics  # noqa: F401  (registers every metric)
-from computerrl.envs.tasks.metrics.basic import fuzz_ratio
-from computerrl.envs.tasks.registry import METRICS
+import computerrl.tasks.metrics  # noqa: F401  (registers every metric)
+from computerrl.tasks.metrics.basic import fuzz_ratio
+from computerrl.tasks.registry import METRICS
 
 
 def m(name, *args, **options):
@@ -271,7 +271,7 @@ def test_simple_pptx_compare(tmp_path):
 def test_compare_pptx_files_without_a_result_scores_zero(tmp_path):
     from pptx import Presentation
 
-    from computerrl.envs.tasks.registry import METRICS
+    from computerrl.tasks.registry import METRICS
 
     Presentation().save(tmp_path / "empty.pptx")  # python-pptx's default deck, as Presentation(None) opens
     assert METRICS["compare_pptx_files"](None, str(tmp_path / "empty.pptx")) == 0.0
@@ -279,7 +279,7 @@ def test_compare_pptx_files_without_a_result_scores_zero(tmp_path):
 
 def test_a_metric_on_a_file_too_big_for_it_scores_nothing_and_spares_the_server(tmp_path):
     """Metrics run in a child capped in memory and time: a hostile output fails its own score only."""
-    from computerrl.envs.tasks import metric_worker
+    from computerrl.tasks import metric_worker
 
     big, gold = tmp_path / "big.txt", tmp_path / "gold.txt"
     with open(big, "wb") as f:

@@ -9,9 +9,9 @@ import sqlite3
 import pytest
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter
 
-import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
-from computerrl.envs.tasks.metrics import apps as metrics_apps
-from computerrl.envs.tasks.registry import METRICS
+import computerrl.tasks.metrics  # noqa: F401 - registers every metric
+from computerrl.tasks.metrics import apps as metrics_apps
+from computerrl.tasks.registry import METRICS
 
 
 def m(name, *args, **options):

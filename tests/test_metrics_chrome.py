@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from computerrl.envs.tasks.metrics.chrome import (check_direct_json_object, check_enabled_experiments, check_font_size,
+from computerrl.tasks.metrics.chrome import (check_direct_json_object, check_enabled_experiments, check_font_size,
                                                   check_history_deleted, check_list, compare_urls, is_cookie_deleted,
                                                   is_expected_active_tab, is_expected_bookmarks, is_expected_tabs,
                                                   is_expected_url_pattern_match, is_in_list, is_shortcut_on_desktop,
@@ -101,7 +101,7 @@ def test_list_metrics(tmp_path):
 def test_relative_days_are_filled_in_as_osworld_does():
     from datetime import datetime
 
-    from computerrl.envs.tasks.relative_time import resolve
+    from computerrl.tasks.relative_time import resolve
 
     wednesday = datetime(2026, 11, 25, 9, 30)
     rules = {"relativeTime": {"from": "this Saturday", "to": "this Sunday"},

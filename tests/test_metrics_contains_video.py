@@ -9,7 +9,7 @@ from PIL import Image
 from pptx import Presentation
 from pptx.util import Inches
 
-from computerrl.envs.tasks.metrics.audio_video import contains_mp4_video
+from computerrl.tasks.metrics.audio_video import contains_mp4_video
 
 MP4_START = b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom"  # an ISO base media file opens with its ftyp box
 MOV_START = b"\x00\x00\x00\x14ftypqt  \x00\x00\x02\x00qt  "

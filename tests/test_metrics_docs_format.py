@@ -9,8 +9,8 @@ from docx.shared import Pt, RGBColor
 from pptx import Presentation
 from pptx.util import Inches
 
-import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
-from computerrl.envs.tasks.registry import METRICS
+import computerrl.tasks.metrics  # noqa: F401 - registers every metric
+from computerrl.tasks.registry import METRICS
 
 TEXT = ["Alpha line", "Beta line"]
 

@@ -1,4 +1,4 @@
-"""OSWorld's whole-file metrics (envs/tasks/metrics/files.py) on files made here that agree and disagree,
+"""OSWorld's whole-file metrics (tasks/metrics/files.py) on files made here that agree and disagree,
 each verdict also compared with OSWorld's own function where it can run here (no desktop)."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import docx
 import pytest
 from PIL import Image, ImageDraw
 
-from computerrl.envs.tasks.metrics import files as metrics_files
-from computerrl.envs.tasks.registry import METRICS
+from computerrl.tasks.metrics import files as metrics_files
+from computerrl.tasks.registry import METRICS
 
-importlib.import_module("computerrl.envs.tasks.metrics")  # registers every metric: compare_archive uses others
+importlib.import_module("computerrl.tasks.metrics")  # registers every metric: compare_archive uses others
 
 OSWORLD = Path(__file__).resolve().parents[1] / ".venv" / "osworld" / "desktop_env"
 MODULES = ("utils", "chrome", "general", "vscode", "others", "docs", "basic_os")

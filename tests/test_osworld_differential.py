@@ -28,8 +28,8 @@ from PIL import Image, ImageDraw, ImageEnhance
 from pptx import Presentation
 from pptx.util import Inches
 
-import computerrl.envs.tasks.metrics  # noqa: F401 - registers every metric
-from computerrl.envs.tasks.registry import METRICS
+import computerrl.tasks.metrics  # noqa: F401 - registers every metric
+from computerrl.tasks.registry import METRICS
 from osworld_cases_more import audio_cases, impress_cases, os_cases, video_cases, writer_cases
 
 OSWORLD = Path(__file__).resolve().parents[1] / ".venv" / "osworld" / "desktop_env"

@@ -19,34 +19,43 @@ def test_every_python_package_folder_is_in_pyproject():
     assert not missing, f"folders with an __init__.py missing from pyproject's packages: {missing}"
 
 
-ALLOWED = {  # package -> the project packages it may import (STYLE.md: layers point one way)
-    "data": {"data"},
-    "apis": {"apis", "data"},
-    "envs": {"envs", "apis", "data"},
-    "policy": {"policy", "apis", "data"},
-    "stages": {"envs", "apis", "data", "policy"},  # and never another stage
-    "cli": {"cli", "stages", "envs", "apis", "data", "policy"},
+ENVS = {"envs.desktop", "tasks", "envs.service", "envs.fleet"}
+ALLOWED = {  # room -> the rooms it may import (STYLE.md: layers point one way)
+    "data": set(),
+    "apis": {"data"},
+    "policy": {"apis", "data"},  # the policy knows nothing of desktops
+    "envs.desktop": {"apis", "data"},  # the machine: X, the apps, the sandbox
+    "tasks": {"envs.desktop", "apis", "data"},  # what a task is and how it is scored, read from a desktop
+    "envs.service": {"tasks", "envs.desktop", "apis", "data"},  # a server of desktops that sets tasks up and scores them
+    "envs.fleet": {"envs.service", "tasks", "envs.desktop", "apis", "data"},  # many servers
+    "play": ENVS | {"policy", "apis", "data"},  # the agent loop: a policy on the desktops
+    "stages": ENVS | {"play", "policy", "apis", "data"},  # and never another stage
+    "cli": ENVS | {"stages", "play", "policy", "apis", "data"},
 }
 
 
-SHARED = "computerrl.stages.playing"
+def room_of(parts: tuple[str, ...]) -> str:
+    """`envs` is three rooms, one above the other: desktop < (tasks) < service < fleet."""
+    return ".".join(parts[:2]) if parts[0] == "envs" and len(parts) > 1 else parts[0]
 
 
 def test_layers_point_one_way():
     import ast
 
     wrong = []
-    for package, allowed in ALLOWED.items():
-        for path in (ROOT / package).rglob("*.py"):
+    for room, allowed in ALLOWED.items():
+        for path in (ROOT / room.replace(".", "/")).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                     [node.module or ""] if isinstance(node, ast.ImportFrom) else []
                 for name in names:
-                    parts = name.split(".")
-                    # the schedule chains the stages: the one stage that imports others; playing.py is no
-                    # stage but what the playing ones share
-                    chains = {"stages"} if path == ROOT / "stages" / "schedule.py" or name == SHARED else set()
-                    if parts[0] == "computerrl" and len(parts) > 1 and parts[1] not in allowed | chains | {"__init__"}:
+                    parts = tuple(name.split("."))
+                    if parts[0] != "computerrl" or len(parts) < 2 or parts[1] == "__init__":
+                        continue
+                    target = room_of(parts[1:])
+                    # the schedule chains the stages: the one stage that imports others
+                    chains = {"stages"} if path == ROOT / "stages" / "schedule.py" else set()
+                    if target != room and target not in allowed | chains:
                         wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not wrong, "\n".join(wrong)
 
@@ -99,7 +108,7 @@ def test_install_sh_rerun_on_an_installed_machine_succeeds():
 
 REGISTRIES = [  # a registry that imports its plug-ins, which import it: the one kind of circle allowed
     {"envs.fleet.backends.base", "envs.fleet.backends.docker", "envs.fleet.backends.local"},
-]  # the task getters' plug-ins are imported by envs/tasks/catalog.py, not by getters.py: no circle
+]  # the task getters' plug-ins are imported by tasks/catalog.py, not by getters.py: no circle
 
 
 def test_no_module_circles_but_the_registries():

@@ -348,3 +348,20 @@ def test_a_cpu_engine_reuses_the_memory_a_batch_freed_for_the_next():
                                       text=True, check=True, cwd=Path(__file__).parents[1]).stdout)
               for how in ("as-is", "engine")}
     assert faults["engine"] * 20 < faults["as-is"], faults
+
+
+def test_the_engines_cpu_precision_follows_the_environment_where_set(monkeypatch):
+    """$COMPUTERRL_CPU_DTYPE picks the engines' precision on a CPU (runs compared across machines of both
+    kinds); unset, it is what the CPU computes natively; anything else is refused, naming the variable."""
+    monkeypatch.setenv("COMPUTERRL_CPU_DTYPE", "float32")
+    assert fast_dtype("cpu") == "float32" and fast_dtype("cuda") == "float32"
+    monkeypatch.setenv("COMPUTERRL_CPU_DTYPE", "bfloat16")
+    assert fast_dtype("cpu") == "bfloat16"
+    monkeypatch.setenv("COMPUTERRL_CPU_DTYPE", "fp8")
+    with pytest.raises(ValueError, match="COMPUTERRL_CPU_DTYPE"):
+        fast_dtype("cpu")
+    monkeypatch.delenv("COMPUTERRL_CPU_DTYPE")
+    from pathlib import Path
+
+    native = {"amx_bf16", "avx512_bf16"} & set(Path("/proc/cpuinfo").read_text().split())
+    assert fast_dtype("cpu") == ("bfloat16" if native else "float32")

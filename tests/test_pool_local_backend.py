@@ -11,8 +11,8 @@ import pytest
 from computerrl.envs.fleet.backends.base import make_backend
 from computerrl.envs.fleet.pool import EnvPool, wait_healthy
 from computerrl.envs.service.client import EnvClient
-from computerrl.envs.service.episode import play
-from computerrl.envs.service.scripted import ScriptedPolicy, calc_episode, response
+from computerrl.play.episode import play
+from computerrl.play.scripted import ScriptedPolicy, calc_episode, response
 
 pytestmark = pytest.mark.desktop
 

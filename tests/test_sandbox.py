@@ -163,8 +163,8 @@ def test_files_come_only_from_the_cache_or_the_task_folder(two, tmp_path):
 
 
 def test_a_planted_link_cannot_make_the_server_read_host_files(two, tmp_path):
-    from computerrl.envs.tasks.getters import vm_file
-    from computerrl.envs.tasks.setup import Budget
+    from computerrl.tasks.getters import vm_file
+    from computerrl.tasks.setup import Budget
 
     srv, client = two
     secret = home_of(srv.slots[1].desktop) / "secret.txt"  # another desktop's file, as the host sees it

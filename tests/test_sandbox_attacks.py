@@ -26,7 +26,7 @@ import time
 import pytest
 
 from conftest import act, descendants, home_of, wait_until
-from computerrl.envs.service.scripted import response
+from computerrl.play.scripted import response
 from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.fleet.pool import wait_healthy
 from computerrl.envs.desktop.sandbox import Limits
@@ -361,8 +361,8 @@ def peak_rss_mb_while(fn) -> float:
 
 def test_a_huge_file_the_agent_leaves_is_scored_without_the_server_holding_it(two, env0, tmp_path):
     """Three vm_file reads of a 250 MB file the agent made: the server copies it out in pieces."""
-    from computerrl.envs.tasks.getters import vm_file
-    from computerrl.envs.tasks.setup import Budget
+    from computerrl.tasks.getters import vm_file
+    from computerrl.tasks.setup import Budget
 
     srv, client = two
     env0.reset()
@@ -620,8 +620,8 @@ def test_a_reply_too_large_for_the_client_fails_the_episode_instead_of_aborting_
     4 KB, a stand-in for any reply too large) ends the episode as a failure with the reason: `play()`
     returns it as data, it raises nothing and aborts nothing."""
     from computerrl.envs.service import client as client_module
-    from computerrl.envs.service.episode import play
-    from computerrl.envs.service.scripted import ScriptedPolicy
+    from computerrl.play.episode import play
+    from computerrl.play.scripted import ScriptedPolicy
 
     srv, _ = two
     monkeypatch.setattr(client_module, "MAX_MESSAGE_BYTES", 4 << 10)  # an empty desktop's reset fits

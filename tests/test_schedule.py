@@ -218,7 +218,7 @@ def test_dynamic_sampling_counts_the_groups_with_signal_and_draws_new_tasks(tmp_
     aborted) brings no signal; further draws take tasks not drawn before, and run out."""
     import datasets
 
-    from computerrl.stages.schedule import _task_draw, groups_with_signal
+    from computerrl.play.curriculum import groups_with_signal, uniform_draw
     from computerrl.data.datasets_io import load, save_atomic
     from tests.test_training import step_row, write_steps
 
@@ -230,7 +230,7 @@ def test_dynamic_sampling_counts_the_groups_with_signal_and_draws_new_tasks(tmp_
     assert groups_with_signal([tmp_path / "r0", write_steps(tmp_path / "r1", more)]) == 2
 
     save_atomic(datasets.Dataset.from_dict({"task_id": [f"t{k}" for k in range(5)]}), tmp_path / "train")
-    parts = [_task_draw(tmp_path / "train", tmp_path / f"draw-{k}", 2, seed=3, part=k) for k in range(4)]
+    parts = [uniform_draw(tmp_path / "train", tmp_path / f"draw-{k}", 2, seed=3, part=k) for k in range(4)]
     drawn = [list(load(p)["task_id"]) for p in parts[:3]]
     assert [len(d) for d in drawn] == [2, 2, 1] and len(set(sum(drawn, []))) == 5 and parts[3] is None
 
@@ -253,7 +253,7 @@ def test_stratified_draws_give_every_template_its_turn_and_never_repeat_a_task(t
     import datasets
 
     from computerrl.data.datasets_io import load, save_atomic
-    from computerrl.stages.curriculum import stratified_draw
+    from computerrl.play.curriculum import stratified_draw
 
     names = [f"{t}-{k}" for t in ("bold", "freeze", "rename") for k in range(4)]
     save_atomic(datasets.Dataset.from_dict({"task_id": names, "template": [n.split("-")[0] for n in names]}),
@@ -274,7 +274,7 @@ def test_signal_draws_favour_templates_whose_groups_can_teach_and_keep_a_little_
     import datasets
 
     from computerrl.data.datasets_io import load, save_atomic
-    from computerrl.stages.curriculum import signal_weight, weighted_draw, weights_file, win_estimates
+    from computerrl.play.curriculum import signal_weight, weighted_draw, weights_file, win_estimates
     from tests.test_training import step_row, write_steps
 
     templates = {"solved": [], "half": [], "hopeless": [], "unplayed": []}
@@ -312,7 +312,7 @@ def test_gain_draws_favour_the_templates_still_mostly_lost_where_signal_weighs_t
     import datasets
 
     from computerrl.data.datasets_io import load, save_atomic
-    from computerrl.stages.curriculum import draw_weight, weighted_draw, weights_file
+    from computerrl.play.curriculum import draw_weight, weighted_draw, weights_file
     from tests.test_training import step_row, write_steps
 
     ids = {name: [f"{name}-{k}" for k in range(50)] for name in ("mostly_won", "mostly_lost")}

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from computerrl.cli.main import app
-from computerrl.envs.tasks.suites import DOMAINS, all_templates, get_template, make
-from computerrl.envs.tasks.suites.build import generate, write_files
+from computerrl.tasks.suites import DOMAINS, all_templates, get_template, make
+from computerrl.tasks.suites.build import generate, write_files
 from computerrl.stages.tasks_build import why_dropped
-from computerrl.envs.tasks.task import parse_task
+from computerrl.tasks.task import parse_task
 
 
 def _digest(instances):
@@ -95,7 +95,7 @@ def replayed(server, tmp_path_factory):
     from computerrl.envs.fleet.backends.base import EnvHandle
     from computerrl.envs.fleet.pool import EnvPool
     from computerrl.policy.checkpoint import embedded_checkpoint, prompt_settings
-    from computerrl.stages.playing import NO_ACTION, ScriptedPlay, play_scripted
+    from computerrl.play.scripted import NO_ACTION, ScriptedPlay, play_scripted
 
     srv, client = server
     instances = [make(t.name, 7, 0) for t in all_templates()]
@@ -194,7 +194,7 @@ def test_build_options_and_config_fields_never_drift_apart():
 
 
 def test_a_validation_split_comes_from_train_templates_and_changes_neither_train_nor_test():
-    from computerrl.envs.tasks.suites.build import splits
+    from computerrl.tasks.suites.build import splits
 
     holdout = ["calc_sort_column"]
     before = splits(40, 20, 0, seed=2, holdout=holdout)
@@ -207,7 +207,7 @@ def test_a_validation_split_comes_from_train_templates_and_changes_neither_train
 
 
 def test_an_rl_split_is_fresh_instances_of_train_templates_and_changes_no_other_split():
-    from computerrl.envs.tasks.suites.build import splits
+    from computerrl.tasks.suites.build import splits
 
     holdout = ["calc_sort_column"]
     before = splits(40, 20, 12, seed=2, holdout=holdout)
@@ -222,8 +222,8 @@ def test_an_rl_split_is_fresh_instances_of_train_templates_and_changes_no_other_
 @pytest.mark.desktop
 def test_an_interrupted_build_resumes_from_its_journal_on_the_desktops_of_a_spawn_envs_run(tmp_path):
     from computerrl.data.journal import Journal
-    from computerrl.envs.service.episode import Trajectory
-    from computerrl.envs.tasks.suites.build import generate
+    from computerrl.play.episode import Trajectory
+    from computerrl.tasks.suites.build import generate
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
     from computerrl.stages.tasks_build import JOURNAL, BuildConfig, run
 
@@ -261,7 +261,7 @@ def test_a_cache_folder_of_no_index_is_refused_and_one_not_there_yet_is_not(tmp_
 
 
 def test_held_out_templates_appear_only_in_test_and_are_marked_out_of_distribution():
-    from computerrl.envs.tasks.suites.build import pick_holdout, task_rows
+    from computerrl.tasks.suites.build import pick_holdout, task_rows
 
     holdout = pick_holdout("3", seed=1)
     assert len(holdout) == 3 and pick_holdout("3", seed=1) == holdout  # drawn with the seed

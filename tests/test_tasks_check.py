@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from computerrl.cli.main import app
-from computerrl.envs.tasks.task import TaskError, load_task, parse_task
+from computerrl.tasks.task import TaskError, load_task, parse_task
 
 OSWORLD = Path(__file__).resolve().parents[2] / "shared" / "osworld"  # 350 of OSWorld's task files
 
@@ -197,7 +197,7 @@ def test_tasks_check_on_an_empty_folder_is_a_clear_error(tmp_path):
 
 
 def test_commands_run_as_written():
-    from computerrl.envs.tasks.setup import shell_argv
+    from computerrl.tasks.setup import shell_argv
 
     # /home/user is the desktop's literal home in its sandbox: nothing is rewritten.
     assert shell_argv(["cp", "/home/user/a.txt", "/home/username/b"], False) == ["cp", "/home/user/a.txt",
@@ -533,7 +533,7 @@ def test_tasks_fetch_connects_to_the_address_it_checked(tmp_path, dns):
     ("mixed", ("93.184.216.34", "10.0.0.1"), "a private address"),  # one bad answer is enough
 ])
 def test_a_name_that_resolves_to_a_non_public_address_is_refused(dns, name, answer, why):
-    from computerrl.envs.tasks.fetch import resolve
+    from computerrl.tasks.fetch import resolve
 
     dns[name] = [answer]
     with pytest.raises(OSError, match=f"refused: {name} .* is {why}"):
@@ -541,7 +541,7 @@ def test_a_name_that_resolves_to_a_non_public_address_is_refused(dns, name, answ
 
 
 def test_a_public_address_or_an_allowed_one_passes_the_check(dns):
-    from computerrl.envs.tasks.fetch import allowed_hosts, resolve
+    from computerrl.tasks.fetch import allowed_hosts, resolve
 
     dns["public"], dns["mirror"] = ["93.184.216.34"], ["10.1.2.3"]
     assert resolve("public", 80, []) == (socket.AF_INET, ("93.184.216.34", 80))  # resolved only: nothing contacted

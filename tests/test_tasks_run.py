@@ -12,7 +12,7 @@ import pytest
 
 from conftest import play
 from computerrl.envs.service.client import EnvError
-from computerrl.envs.service.scripted import response
+from computerrl.play.scripted import response
 
 pytestmark = pytest.mark.desktop
 
@@ -264,7 +264,7 @@ def test_osworld_postconfig_saves_through_pyautogui_on_the_desktop(task_env):
 
 
 def test_an_evaluator_that_fails_on_its_own_expected_file_is_an_evaluator_error_not_a_failure(task_env, cache):
-    from computerrl.envs.service.episode import EVALUATOR_ERROR, play as play_episode
+    from computerrl.play.episode import EVALUATOR_ERROR, play as play_episode
     from computerrl.policy.agent import ExpertPolicy
     from computerrl.policy.prompt import BUDGETS
 
@@ -280,7 +280,7 @@ def test_an_evaluator_that_fails_on_its_own_expected_file_is_an_evaluator_error_
 def test_a_metric_that_fails_on_the_agents_output_only_is_the_agents_failure(cache):
     """Whose fault: the task's cached expected file scored against itself. Were every failure the
     evaluator's, an agent could corrupt its answer to have a failure left out of training."""
-    from computerrl.envs.tasks.evaluate import _fails_on_gold
+    from computerrl.tasks.evaluate import _fails_on_gold
 
     gold, rules = str(cache / "numbers-gold.xlsx"), CALC_TASK["evaluator"]["options"]
     bogus = {"rules": [{"type": "sheet_data", "sheet_idx0": "bogus", "sheet_idx1": "EI0"}]}
@@ -320,8 +320,8 @@ def test_ctrl_alt_t_opens_a_terminal_titled_as_on_ubuntu(task_env):
 def test_a_multi_file_getter_gives_the_files_it_names_side_by_side(task_env, server, tmp_path):
     from pathlib import Path
 
-    from computerrl.envs.tasks.getters import fetch
-    from computerrl.envs.tasks.setup import Budget
+    from computerrl.tasks.getters import fetch
+    from computerrl.tasks.setup import Budget
 
     desktop = server[0].slots[0].desktop
     task_env.reset()

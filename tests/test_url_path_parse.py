@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from computerrl.envs.tasks.chrome_url_path import url_path_fields
-from computerrl.envs.tasks.getters import GETTER_PARAMETERS
-from computerrl.envs.tasks.registry import GETTERS, METRICS
+from computerrl.tasks.chrome_url_path import url_path_fields
+from computerrl.tasks.getters import GETTER_PARAMETERS
+from computerrl.tasks.registry import GETTERS, METRICS
 
 SHOP = "https://www.macys.com/shop/mens-clothing/shirts"
 KEYS = ["mens_clothing", "shirts", "Men_regular_size_t", "Price_discount_range", "short_sleeve"]

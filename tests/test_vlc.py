@@ -15,7 +15,7 @@ import pytest
 
 from conftest import play
 from computerrl.envs.service.client import DesktopEnv
-from computerrl.envs.service.scripted import response
+from computerrl.play.scripted import response
 
 pytestmark = pytest.mark.desktop
 

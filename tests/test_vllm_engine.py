@@ -26,7 +26,8 @@ from conftest import generated_desktops
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_VENV = REPO / ".venv-vllm" / "bin"
-QUIET = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
+# float32, the trainer's dtype, on every CPU: these tests check the engine's numbers against the trainer's
+QUIET = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "COMPUTERRL_CPU_DTYPE": "float32"}
 # what the engine sets on a CPU (policy/engine_vllm.py), for vLLM's own server: every core, fewer processes
 IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": str(torch.get_num_threads())}
 
@@ -78,8 +79,8 @@ def probe(vllm_bin, tmp_path_factory):
 
 
 def test_real_vllm_logprobs_are_the_trainers_on_the_same_weights(probe):
-    """On this CPU vLLM computes in float32, the trainer's dtype: its log-probs of the tokens it sampled
-    are the trainer's recomputation to float error (measured: max 3e-5 nats)."""
+    """In float32, the trainer's dtype (as on a CPU without native bfloat16), vLLM's log-probs of the tokens
+    it sampled are the trainer's recomputation to float error (measured: max 3e-5 nats)."""
     gens = [g for run in (probe["runs"][0], probe["runs"][2]) for g in run["generations"]]  # seeds 3 and 4
     assert all(g["engine"] == "vllm:float32" and len(g["logprobs"]) == len(g["response_ids"]) > 0 for g in gens)
     gap = trainer_gap([g["prompt_ids"] for g in gens], [g["response_ids"] for g in gens],

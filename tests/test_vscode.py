@@ -11,7 +11,7 @@ import pytest
 
 from conftest import act, play
 from computerrl.envs.desktop.actions import installed
-from computerrl.envs.service.scripted import response
+from computerrl.play.scripted import response
 
 pytestmark = [pytest.mark.desktop,
               pytest.mark.skipif(not installed("code"), reason="VS Code (envs/desktop/install_code_server.sh) not installed")]

@@ -1,2 +1,1 @@
-"""The env service: a gRPC server hosting desktops of this machine, its client (a Gymnasium-style env),
-and the one episode loop (observation, policy, answer, step row) that rollout, eval and replays play through."""
+"""The env service: a gRPC server hosting desktops of this machine, and its client (a Gymnasium-style env)."""

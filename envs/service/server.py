@@ -14,7 +14,7 @@ its client: one still running ANSWER_S before the client's deadline has its desk
 watchdog, which ends whatever it waits on, so it answers in time (the episode failed). A rebuilt
 desktop must pass a clean Reset before it serves again; Health reports one that cannot, without
 ever waiting on a desktop. Reset runs a
-task's setup steps (`envs/tasks/setup.py`, files from `--cache`), Evaluate its evaluator, each
+task's setup steps (`tasks/setup.py`, files from `--cache`), Evaluate its evaluator, each
 within a time budget that keeps it inside the client's deadline.
 """
 
@@ -50,10 +50,10 @@ from computerrl.envs.desktop.desktop import Desktop, Observation
 from computerrl.envs.desktop.office import FACTORIES
 from computerrl.envs.desktop.sandbox import Limits
 from computerrl.envs.service.proto import env_pb2, env_pb2_grpc
-from computerrl.envs.tasks import catalog  # noqa: F401 - registers the steps, getters and metrics
-from computerrl.envs.tasks.evaluate import EvaluatorError, evaluate
-from computerrl.envs.tasks.setup import Budget, SetupError, missing_sources, run_steps
-from computerrl.envs.tasks.task import Task, TaskError, parse_task
+from computerrl.tasks import catalog  # noqa: F401 - registers the steps, getters and metrics
+from computerrl.tasks.evaluate import EvaluatorError, evaluate
+from computerrl.tasks.setup import Budget, SetupError, missing_sources, run_steps
+from computerrl.tasks.task import Task, TaskError, parse_task
 
 log = logging.getLogger("computerrl.envs.service.server")
 TOKEN_ENV = "COMPUTERRL_ENV_TOKEN"
