@@ -43,8 +43,9 @@ def test_the_engine_reads_the_prompt_the_trainer_rebuilds_and_their_logprobs_agr
     """A batch of two chats (two screenshots, then one), left-padded together: each row's prompt ids,
     image tokens included, are what the trainer rebuilds from its messages and screenshots, and the
     trainer's float32 log-probs are the engine's (bound: 1e-5 on the tiny model, 1e-4 with SmolLM2's 30
-    layers, where cached decoding and a whole-sequence pass round differently)."""
-    engine = make_engine("transformers", models[family], Sampling(1.0, 12))
+    layers, where cached decoding and a whole-sequence pass round differently). The engine in float32, the
+    trainer's dtype, also on a CPU where it would sample in bfloat16."""
+    engine = make_engine("transformers", models[family], Sampling(1.0, 12), dtype="float32")
     screens = [[png(1), png(2)], [png(3)]]
     chats = [with_screens(CHAT, screens[0]), with_screens(CHAT[:1] + CHAT[3:], screens[1])]
     gens = engine.generate(chats, seed=3)
