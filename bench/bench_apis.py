@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> None:
 
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.tasks.suites.build import generate, task_rows
     from computerrl.envs.service.client import EnvClient
     from computerrl.stages.build_apis import BuildApisConfig, run
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
+    from computerrl.tasks.suites.build import generate, task_rows
 
     in_desktop = []  # seconds of every TestApi call, as the stage saw them
     plain = EnvClient.test_api

@@ -101,8 +101,8 @@ def spawn(root: Path, desktops: int):
 
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
+    from computerrl.tasks.suites.build import generate, task_rows, write_files
 
     train, _ = generate(16, 0, seed=0, templates=["calc_column_stat", "calc_sort_column", "calc_row_total"])
     write_files(train, root / "files")

@@ -34,10 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from computerrl.envs.fleet.backends.base import make_backend
-from computerrl.envs.service.client import DesktopEnv, EnvClient
-from computerrl.play.scripted import calc_episode, response
 from computerrl.envs.fleet.manifest import HEALTHY
 from computerrl.envs.fleet.supervisor import Supervisor
+from computerrl.envs.service.client import DesktopEnv, EnvClient
+from computerrl.play.scripted import calc_episode, response
 
 STEP_ACTIONS = ["Agent.type(text='1234', enter=True)", "Agent.hotkey(['ctrl', 'Home'])", "Agent.click([300, 300])",
                 "Agent.hotkey(['down'])"]

@@ -44,11 +44,11 @@ import time
 from pathlib import Path
 
 from computerrl.apis.parser import format_answer
-from computerrl.envs.fleet.backends.local import LocalBackend
-from computerrl.play.episode import play
-from computerrl.envs.fleet.pool import EnvPool, wait_healthy
-from computerrl.policy import agent
 from computerrl.data.schemas import Decision
+from computerrl.envs.fleet.backends.local import LocalBackend
+from computerrl.envs.fleet.pool import EnvPool, wait_healthy
+from computerrl.play.episode import play
+from computerrl.policy import agent
 
 
 class TimedEnv:

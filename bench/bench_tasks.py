@@ -20,10 +20,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from computerrl.tasks.suites import all_templates
-from computerrl.tasks.suites.build import generate, write_files
 from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
 from computerrl.stages.tasks_build import BuildConfig, replay_solutions_and_starts, why_dropped
+from computerrl.tasks.suites import all_templates
+from computerrl.tasks.suites.build import generate, write_files
 
 
 def main() -> None:

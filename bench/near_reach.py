@@ -21,12 +21,12 @@ def main(argv: list[str] | None = None) -> dict:
     from rich.console import Console
 
     from computerrl.data.datasets_io import load, save_atomic
-    from computerrl.tasks.suites import all_templates
     from computerrl.stages import eval as eval_stage
     from computerrl.stages.presets import schedule
     from computerrl.stages.schedule import run
     from computerrl.stages.spawn_envs import SpawnEnvsConfig
     from computerrl.stages.spawn_envs import run as spawn
+    from computerrl.tasks.suites import all_templates
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("runs/near"))

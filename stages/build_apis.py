@@ -305,8 +305,8 @@ def _finish(cfg: BuildApisConfig, specs: list[Spec], analysis: dict, built: dict
     import datasets
 
     from computerrl.apis.generated import GeneratedApi, module_path, module_text
-    from computerrl.data.files import write_atomic
     from computerrl.data.datasets_io import lineage, save_atomic
+    from computerrl.data.files import write_atomic
     from computerrl.data.schemas import API_FEATURES
 
     rows = [built[s.name] for s in specs]

@@ -176,8 +176,8 @@ def replay_solutions_and_starts(cfg: BuildConfig, out: Path, instances: list[Ins
     of `cfg.envs` (which `_check_fleet` checked): two lists of trajectories in the order of `instances`."""
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.pool import EnvPool
-    from computerrl.policy.checkpoint import prompt_settings, resolve
     from computerrl.play.scripted import NO_ACTION, ScriptedPlay, play_scripted
+    from computerrl.policy.checkpoint import prompt_settings, resolve
 
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "envs"}
     journal = Journal(out / JOURNAL, settings, restart=True)  # another build's replays are of other tasks

@@ -99,9 +99,9 @@ def score_untouched(folder: Path, envs: Path, out: Path, *, model: str = "embedd
     from computerrl.data.files import write_atomic
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.pool import EnvPool
-    from computerrl.tasks.task_set import load_task_set
-    from computerrl.policy.checkpoint import prompt_settings, resolve
     from computerrl.play.scripted import NO_ACTION, ScriptedPlay, play_scripted
+    from computerrl.policy.checkpoint import prompt_settings, resolve
+    from computerrl.tasks.task_set import load_task_set
 
     items = [i for i in load_task_set(folder) if not i.skip]
     if not items:

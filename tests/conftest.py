@@ -25,10 +25,10 @@ import pytest  # noqa: E402
 # process, which the product never does, so the policy stack is imported before any uno.
 import transformers.modeling_utils  # noqa: F401, E402
 
-from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.fleet.pool import wait_healthy
-from computerrl.play.scripted import response
+from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.service.server import EnvServer
+from computerrl.play.scripted import response
 
 
 # The files that take minutes, longest first (measured serially: 2 to 10 min each): the two workers take
@@ -72,8 +72,8 @@ def generated_desktops(root: Path, tasks: int, desktops: int):
 
     from computerrl.data.datasets_io import save_atomic
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
+    from computerrl.tasks.suites.build import generate, task_rows, write_files
 
     train, _ = generate(tasks, 0, seed=5, templates=["calc_column_stat"])
     write_files(train, root / "files")

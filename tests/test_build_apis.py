@@ -16,8 +16,8 @@ from conftest import act, desktop_of
 
 from computerrl.apis import generated
 from computerrl.data.datasets_io import load, save_atomic
-from computerrl.data.schemas import TASK_FEATURES
 from computerrl.data.journal import Journal
+from computerrl.data.schemas import TASK_FEATURES
 from computerrl.envs.fleet.manifest import write_manifest
 from computerrl.stages.build_apis import JOURNAL, REASONS, BuildApisConfig, ReplayError, _settings, run
 
@@ -150,8 +150,8 @@ def run_dir(tmp_path_factory):
     """Generated Calc tasks (with reference solutions) and two desktops behind a detached spawn-envs."""
     import datasets
 
-    from computerrl.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
+    from computerrl.tasks.suites.build import generate, task_rows, write_files
 
     root = tmp_path_factory.mktemp("build-apis")
     train, _ = generate(4, 0, seed=3, templates=["calc_column_stat", "calc_freeze_header"])
@@ -169,8 +169,8 @@ def config(root: Path, out: str, replay: Path, **options) -> BuildApisConfig:
 
 
 def test_a_written_transcript_builds_what_passes_and_rejects_the_rest_with_its_reason(run_dir):
-    from computerrl.envs.service.client import EnvClient
     from computerrl.envs.fleet.manifest import read_manifest
+    from computerrl.envs.service.client import EnvClient
 
     summary = run(config(run_dir, "apis", run_dir / "written.jsonl"))
     rows = {r["name"]: r for r in load(run_dir / "apis" / "dataset")}

@@ -22,11 +22,11 @@ import pytest
 
 from conftest import wait_until
 from computerrl.apis.parser import format_answer
-from computerrl.envs.service.client import EnvClient
-from computerrl.envs.fleet.console import console_token
-from computerrl.envs.desktop.devtools import WebSocket
-from computerrl.envs.fleet.manifest import read_manifest
 from computerrl.data.schemas import Decision
+from computerrl.envs.desktop.devtools import WebSocket
+from computerrl.envs.fleet.console import console_token
+from computerrl.envs.fleet.manifest import read_manifest
+from computerrl.envs.service.client import EnvClient
 
 pytestmark = pytest.mark.desktop
 OUTPUT = Path(__file__).parent / "output"  # the page as Chromium drew it, kept with the test's output
@@ -242,9 +242,9 @@ class WaitingPolicy:
 
 
 def test_the_page_shows_which_eval_uses_the_fleet_and_how_far_it_is(fleet, tmp_path):
-    from computerrl.tasks.task_set import TaskItem
     from computerrl.data.journal import Journal
     from computerrl.play.trajectories import play_on_envs
+    from computerrl.tasks.task_set import TaskItem
 
     envs, url = fleet
     task = {"id": "look", "instruction": "Give up.", "evaluator": {"func": "infeasible"}}

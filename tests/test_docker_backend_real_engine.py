@@ -23,8 +23,8 @@ import pytest
 
 from conftest import wait_until
 from computerrl.data.datasets_io import load, save_atomic
-from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.fleet.manifest import read_manifest
+from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.play.scripted import response
 
 # The first test's setup builds the image (about 4 minutes from nothing, more on a slow network).
@@ -79,8 +79,8 @@ def fleet(engines, tmp_path_factory):
     import datasets
 
     from computerrl.data.schemas import TASK_FEATURES
-    from computerrl.tasks.suites.build import generate, task_rows, write_files
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run
+    from computerrl.tasks.suites.build import generate, task_rows, write_files
 
     root = tmp_path_factory.mktemp("docker-fleet")
     train, _ = generate(2, 0, seed=5, templates=["calc_column_stat"])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from computerrl.data.stats import entropy, pass_at_k, wilson
-from computerrl.tasks.task_set import TaskItem, load_task_set
 from computerrl.stages.eval import per_task, plots, summarize, table
+from computerrl.tasks.task_set import TaskItem, load_task_set
 
 OSWORLD = Path(__file__).resolve().parents[2] / "shared" / "osworld"
 

@@ -13,12 +13,12 @@ import pytest
 from conftest import home_of
 from computerrl.envs.desktop import desktop as desktop_module
 from computerrl.envs.fleet.backends.base import EnvHandle
-from computerrl.envs.service.client import DesktopEnv, EnvClient, EnvError, EnvLost
 from computerrl.envs.fleet.pool import MAX_LOST_IN_A_ROW, EnvPool, wait_healthy
+from computerrl.envs.service.client import DesktopEnv, EnvClient, EnvError, EnvLost
 from computerrl.envs.service.proto import env_pb2
+from computerrl.envs.service.server import EnvServer
 from computerrl.play.episode import play
 from computerrl.play.scripted import ScriptedPolicy, calc_episode, response
-from computerrl.envs.service.server import EnvServer
 from computerrl.tasks import setup
 
 pytestmark = pytest.mark.desktop

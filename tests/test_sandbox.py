@@ -13,8 +13,8 @@ import pytest
 
 import computerrl
 from conftest import act, home_of, descendants, wait_until
-from computerrl.envs.service.client import DesktopEnv, EnvClient, EnvError
 from computerrl.envs.fleet.pool import wait_healthy
+from computerrl.envs.service.client import DesktopEnv, EnvClient, EnvError
 from computerrl.envs.service.server import EnvServer
 
 pytestmark = pytest.mark.desktop

@@ -26,11 +26,11 @@ import time
 import pytest
 
 from conftest import act, descendants, home_of, wait_until
-from computerrl.play.scripted import response
-from computerrl.envs.service.client import DesktopEnv, EnvClient
-from computerrl.envs.fleet.pool import wait_healthy
 from computerrl.envs.desktop.sandbox import Limits
+from computerrl.envs.fleet.pool import wait_healthy
+from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.service.server import EnvServer
+from computerrl.play.scripted import response
 
 pytestmark = pytest.mark.desktop
 CHUNK = 1500  # characters per Agent.type: the parser takes at most 2,000

@@ -218,8 +218,8 @@ def test_dynamic_sampling_counts_the_groups_with_signal_and_draws_new_tasks(tmp_
     aborted) brings no signal; further draws take tasks not drawn before, and run out."""
     import datasets
 
-    from computerrl.play.curriculum import groups_with_signal, uniform_draw
     from computerrl.data.datasets_io import load, save_atomic
+    from computerrl.play.curriculum import groups_with_signal, uniform_draw
     from tests.test_training import step_row, write_steps
 
     rows = [step_row("a", 0, 0, success=True), step_row("a", 1, 0, success=False),  # signal

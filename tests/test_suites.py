@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from computerrl.cli.main import app
+from computerrl.stages.tasks_build import why_dropped
 from computerrl.tasks.suites import DOMAINS, all_templates, get_template, make
 from computerrl.tasks.suites.build import generate, write_files
-from computerrl.stages.tasks_build import why_dropped
 from computerrl.tasks.task import parse_task
 
 
@@ -94,8 +94,8 @@ def replayed(server, tmp_path_factory):
     from computerrl.data.journal import Journal
     from computerrl.envs.fleet.backends.base import EnvHandle
     from computerrl.envs.fleet.pool import EnvPool
-    from computerrl.policy.checkpoint import embedded_checkpoint, prompt_settings
     from computerrl.play.scripted import NO_ACTION, ScriptedPlay, play_scripted
+    from computerrl.policy.checkpoint import embedded_checkpoint, prompt_settings
 
     srv, client = server
     instances = [make(t.name, 7, 0) for t in all_templates()]
@@ -223,9 +223,9 @@ def test_an_rl_split_is_fresh_instances_of_train_templates_and_changes_no_other_
 def test_an_interrupted_build_resumes_from_its_journal_on_the_desktops_of_a_spawn_envs_run(tmp_path):
     from computerrl.data.journal import Journal
     from computerrl.play.episode import Trajectory
-    from computerrl.tasks.suites.build import generate
     from computerrl.stages.spawn_envs import SpawnEnvsConfig, run as spawn
     from computerrl.stages.tasks_build import JOURNAL, BuildConfig, run
+    from computerrl.tasks.suites.build import generate
 
     suite, envs = tmp_path / "suite", tmp_path / "envs"
     cfg = BuildConfig(out=suite, train=1, test=1, templates="calc_sort_column", envs=envs)

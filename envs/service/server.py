@@ -40,12 +40,12 @@ from pathlib import Path
 import grpc
 
 from computerrl.apis import generated
-from computerrl.apis.app_api import ApiError
 from computerrl.apis.agent import on_screen
+from computerrl.apis.app_api import ApiError
 from computerrl.apis.parser import InvalidAction, parse_action
 from computerrl.envs.desktop.actions import ActionError, GuiActions
-from computerrl.envs.desktop.cgroup import Cgroup
 from computerrl.envs.desktop.actions import app_of
+from computerrl.envs.desktop.cgroup import Cgroup
 from computerrl.envs.desktop.desktop import Desktop, Observation
 from computerrl.envs.desktop.office import FACTORIES
 from computerrl.envs.desktop.sandbox import Limits

@@ -27,8 +27,8 @@ from openpyxl.cell.cell import MergedCell
 from openpyxl.utils.datetime import to_excel
 from openpyxl.worksheet.cell_range import MultiCellRange
 
-from computerrl.tasks.metrics.basic import fuzz_ratio, read_text
 from computerrl.data.registry import Registry
+from computerrl.tasks.metrics.basic import fuzz_ratio, read_text
 from computerrl.tasks.registry import metric
 
 log = logging.getLogger(__name__)
