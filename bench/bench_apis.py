@@ -60,10 +60,10 @@ APIS = [  # name, parameters, doc, body, a test body (after "cell('A1')..." set-
 ]
 
 
-def transcript(path: Path) -> Path:
-    specs = [{"name": n, "signature": f"def {n}({p}) -> None", "doc": d, "tasks": []} for n, p, d, _, _ in APIS]
+def transcript(path: Path, apis: list) -> Path:
+    specs = [{"name": n, "signature": f"def {n}({p}) -> None", "doc": d, "tasks": []} for n, p, d, _, _ in apis]
     rows = [{"step": "analyse", "api": "", "round": 1, "answer": json.dumps(specs)}]
-    for name, params, doc, body, test in APIS:
+    for name, params, doc, body, test in apis:
         code = f"def {name}({params}) -> None:\n    \"\"\"{doc}\"\"\"\n{textwrap.indent(body, '    ')}\n"
         tests = "".join(f"def test_{name}_{k}():\n{textwrap.indent(test, '    ')}\n\n" for k in (1, 2))
         rows += [{"step": "implement", "api": name, "round": 1, "answer": f"```python\n{code}```"},
@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--desktops", type=int, default=2, help="env servers (one desktop each)")
     p.add_argument("--repeats", type=int, default=1, help="builds, each replaying the whole transcript")
+    p.add_argument("--apis", type=int, default=len(APIS), help="the first N of the transcript's APIs")
     args = p.parse_args(argv)
+    apis = APIS[:args.apis]
 
     import datasets
     from rich.console import Console
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-apis-"))
     train, _ = generate(4, 0, seed=0, templates=["calc_column_stat"])
     save_atomic(datasets.Dataset.from_dict(task_rows(train), features=TASK_FEATURES), root / "tasks")
-    replay = transcript(root / "transcript.jsonl")
+    replay = transcript(root / "transcript.jsonl", apis)
     started = time.perf_counter()
     if spawn(SpawnEnvsConfig(out=root / "envs", count=args.desktops, detach=True)) != 0:
         raise SystemExit("the env servers did not start")
@@ -113,19 +115,19 @@ def main(argv: list[str] | None = None) -> None:
             in_desktop.clear()
             start = time.perf_counter()
             summary = run(BuildApisConfig(app="calc", tasks=root / "tasks", envs=root / "envs", out=root / f"out-{k}",
-                                          replay=replay, max_apis=len(APIS)), Console(quiet=True))
+                                          replay=replay, max_apis=len(apis)), Console(quiet=True))
             wall = time.perf_counter() - start
-            if summary["accepted"] != len(APIS):
-                raise SystemExit(f"only {summary['accepted']} of {len(APIS)} APIs passed: {summary['apis']}")
+            if summary["accepted"] != len(apis):
+                raise SystemExit(f"only {summary['accepted']} of {len(apis)} APIs passed: {summary['apis']}")
             seconds = [a["seconds"] for a in summary["apis"]]
-            walls.append(wall / len(APIS))
+            walls.append(wall / len(apis))
             medians.append(statistics.median(seconds))
             shares.append(sum(in_desktop) / sum(seconds))
-            print(f"build {k + 1}: {wall:.1f} s for {len(APIS)} APIs ({walls[-1]:.2f} s per API of wall time); "
+            print(f"build {k + 1}: {wall:.1f} s for {len(apis)} APIs ({walls[-1]:.2f} s per API of wall time); "
                   f"an API's own time: median {medians[-1]:.2f} s, {shares[-1]:.0%} of it in the desktop")
     finally:
         spawn(SpawnEnvsConfig(out=root / "envs", stop=True))
-    result = {"apis": len(APIS), "desktops": args.desktops, "wall_s_per_api": round(statistics.median(walls), 3),
+    result = {"apis": len(apis), "desktops": args.desktops, "wall_s_per_api": round(statistics.median(walls), 3),
               "api_s_p50": round(statistics.median(medians), 3), "desktop_share": round(statistics.median(shares), 3),
               "stage_share": round(1 - statistics.median(shares), 3), "repeats": args.repeats}
     print(json.dumps(result))

@@ -35,7 +35,9 @@ APPS = {  # app -> the setup steps that open it, as OSWorld's tasks do
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--apps", default=",".join(APPS), help="the apps measured, comma-separated")
     args = p.parse_args(argv)
+    apps = {app: APPS[app] for app in args.apps.split(",")}
     server = EnvServer(desktops=1, workdir=Path(tempfile.mkdtemp(prefix="bench-apps-")), settle_s=0.03).start()
     client = EnvClient(f"127.0.0.1:{server.port}", timeout_s=120)
     results = {}
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         env = DesktopEnv(client, 0, max_steps=5)
         env.reset()
         results["empty"] = {"pss_mb": round(pss_mb(os.getpid()), 1)}  # the server runs in this process
-        for app, steps in APPS.items():
+        for app, steps in apps.items():
             task = {"id": f"open-{app}", "instruction": f"Open {app}.", "config": steps,
                     "evaluator": {"func": "infeasible"}}
             starts, resets, pss = [], [], []

@@ -33,12 +33,15 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tasks", type=int, default=4, help="near test tasks played")
     p.add_argument("--samples", type=int, default=16, help="K: plays of each at T = 1")
+    p.add_argument("--model", default="embedded", help="the model BC starts from")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the demo's schedule (its smoke test: fewer tasks, one epoch)")
     args = p.parse_args(argv)
     console = Console(soft_wrap=True)
-    s = schedule("demo", assignments=["stop_after=bc", "eval_limit=1", "explore_tasks=0", "test_tasks=36"])
+    s = schedule("demo", assignments=["stop_after=bc", "eval_limit=1", "explore_tasks=0", "test_tasks=36", *args.set])
     near = {t.name for t in all_templates() if t.near and t.name in s.holdout.split(",")}
     run_dir = args.out / f"seed-{args.seed}"
-    run(s, run_dir, "embedded", args.seed, console)
+    run(s, run_dir, args.model, args.seed, console)
     test = load(run_dir / "tasks" / "test")
     picked = [i for i, t in enumerate(test["template"]) if t in near][:args.tasks]
     save_atomic(test.select(picked), run_dir / "near-tasks")

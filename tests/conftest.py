@@ -35,7 +35,8 @@ from computerrl.play.scripted import response
 # them first and end together, instead of one of them starting the longest file last.
 SLOWEST_FIRST = ("test_entropulse.py", "test_rollout.py", "test_vllm_engine.py", "test_async_rl.py",
                  "test_docker_backend_real_engine.py",
-                 "test_suites.py", "test_build_apis.py", "test_distributed_training.py", "test_chrome.py",
+                 "test_suites.py", "test_bench_smoke.py", "test_build_apis.py", "test_distributed_training.py",
+                 "test_chrome.py",
                  "test_sandbox_attacks.py", "test_policy.py", "test_vscode.py", "test_training.py")
 
 
