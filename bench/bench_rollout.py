@@ -226,8 +226,8 @@ def main() -> None:
     ap.add_argument("--desktops", default="1,4,8", help="comma-separated desktop counts")
     ap.add_argument("--steps", type=int, default=24, help="steps per measured run")
     ap.add_argument("--max-steps", type=int, default=3, help="steps per episode")
-    ap.add_argument("--max-new-tokens", type=int, default=demo.max_new_tokens)
-    ap.add_argument("--budgets", default=demo.budgets, help="prompt budgets (the demo's by default)")
+    ap.add_argument("--max-new-tokens", type=int, default=demo.play["max_new_tokens"])
+    ap.add_argument("--budgets", default=demo.play["budgets"], help="prompt budgets (the demo's by default)")
     args = ap.parse_args()
     counts = [int(c) for c in args.desktops.split(",")]
     sampling = Sampling(1.0, args.max_new_tokens)

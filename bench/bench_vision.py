@@ -67,8 +67,8 @@ def main() -> None:
     ap.add_argument("--screens", type=int, default=2, help="screenshots a prompt holds")
     args = ap.parse_args()
     counts = [int(c) for c in args.desktops.split(",")]
-    results: dict = {"image_size": args.image_size, "screens": args.screens, "budgets": demo.budgets,
-                     "max_new_tokens": demo.max_new_tokens}
+    results: dict = {"image_size": args.image_size, "screens": args.screens, "budgets": demo.play["budgets"],
+                     "max_new_tokens": demo.play["max_new_tokens"]}
     with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp, \
             calc_desktops(Path(tmp), max(counts)) as (tasks, handles):
         print("building the vision model (SmolLM2's weights, a random vision tower) …", flush=True)
@@ -79,11 +79,11 @@ def main() -> None:
         print("image tokens a screenshot costs:", {k: v for k, v in results.items() if "qwen_" in k or "idefics3_" in k},
               flush=True)
         for kind, folder in models.items():
-            engine = open_engine(folder, engine="transformers", temperature=1.0, max_new_tokens=demo.max_new_tokens,
+            engine = open_engine(folder, engine="transformers", temperature=1.0, max_new_tokens=demo.play["max_new_tokens"],
                                  device="cpu", llm_url="")
             for n in counts:
                 pool = EnvPool(handles[:n], max_steps=args.max_steps, screenshot=kind == "vision")
-                policy = ModelPolicy(engine, BUDGETS[demo.budgets], version="bench", max_batch=n, background=False,
+                policy = ModelPolicy(engine, BUDGETS[demo.play["budgets"]], version="bench", max_batch=n, background=False,
                                      screens=args.screens)
                 clock = {"env_s": 0.0, "lock": threading.Lock()}
                 episodes(pool, policy, tasks, n, n, clock)  # warm-up: a step a desktop

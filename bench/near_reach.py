@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         summary = eval_stage.run(eval_stage.EvalConfig(
             tasks=run_dir / "near-tasks", envs=envs, model=str(run_dir / "bc"), samples=args.samples, temperature=1.0,
-            max_steps=s.max_steps, max_new_tokens=s.max_new_tokens, budgets=s.budgets, seed=args.seed,
-            screenshots=False, out=run_dir / f"near-pass-at-{args.samples}"), console)
+            seed=args.seed, screenshots=False, out=run_dir / f"near-pass-at-{args.samples}", **s.play), console)
     finally:
         spawn(SpawnEnvsConfig(out=envs, stop=True))
     overall = summary["overall"]

@@ -42,8 +42,10 @@ def command(
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds: the schedule runs once per seed (OUT/seed-N) "
                                             "and one table pools them (overrides --seed).")] = "",
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="KEY=VALUE: change one of the schedule's "
-                                                      "settings (stages/presets: Schedule), e.g. rl_iterations=4; "
-                                                      "repeat for more.")] = None,
+                                                      "settings (stages/presets: Schedule), e.g. rl_iterations=4, "
+                                                      "or a stage's by its own name: play.max_steps=8 (every eval "
+                                                      "and rollout), train.train_layers=0 (sft and grpo), "
+                                                      "sft.batch_rows=16, grpo.lr=1e-5; repeat for more.")] = None,
     envs: Annotated[Optional[int], typer.Option(help="Desktops (default: the preset's).")] = None,
     rl_iterations: Annotated[Optional[int], typer.Option(help="Rollout + grpo iterations per RL phase.")] = None,
     samples: Annotated[Optional[int], typer.Option(help="G: trajectories per task in RL.")] = None,

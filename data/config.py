@@ -75,6 +75,23 @@ def coerce(key: str, value: Any, like: Any, where: str = "") -> Any:
     return value
 
 
+def stage_settings(given: dict | list[str], config: type, kept: tuple[str, ...], where: str, what: str) -> dict:
+    """Settings of a stage by its own names (`{"lr": 1e-5}` from a settings file, or `["lr=1e-5"]` from a command
+    line), each read as `config`'s field type; `kept`: its fields the caller sets itself. ValueError, prefixed by
+    `where`, names a wrong one (`what`: the stage, as the message calls it)."""
+    fields = {f.name: default_of(f) for f in dataclasses.fields(config) if f.name not in kept}
+    if isinstance(given, list):
+        pairs = [item.partition("=") for item in given]
+        if bad := next((f"{k}{eq}{v}" for k, eq, v in pairs if not eq), None):
+            raise ValueError(f"{where}{bad!r}: expected KEY=VALUE")
+        given = {k: v for k, _, v in pairs}
+    if not isinstance(given, dict):
+        raise ValueError(f"{where}expected a mapping of {what} settings, not {given!r}")
+    if unknown := sorted(set(given) - set(fields)):
+        raise ValueError(f"{where}unknown {what} setting {unknown[0]!r}; known: {', '.join(sorted(fields))}")
+    return {key: coerce(key, value, fields[key], where) for key, value in given.items()}
+
+
 def cli_args(options: dict) -> list[str]:
     """A stage's options as its command line (lists repeat their option, booleans are flags)."""
     args = []

@@ -98,19 +98,12 @@ def update_settings(given: dict | list[str], where: str) -> dict:
     `where`, names a wrong one."""
     import types
 
-    from computerrl.data.config import coerce, default_of
+    from computerrl.data.config import default_of, stage_settings
 
-    fields = {f.name: default_of(f) for f in dataclasses.fields(GRPOConfig) if f.name not in SET_BY_THE_LOOP}
-    if isinstance(given, list):
-        pairs = [item.partition("=") for item in given]
-        if bad := next((f"{k}{eq}{v}" for k, eq, v in pairs if not eq), None):
-            raise ValueError(f"{where}{bad!r}: expected KEY=VALUE")
-        given = {k: v for k, _, v in pairs}
-    if unknown := sorted(set(given) - set(fields)):
-        raise ValueError(f"{where}unknown GRPO setting {unknown[0]!r}; known: {', '.join(sorted(fields))}")
-    settings = {key: coerce(key, value, fields[key], where) for key, value in given.items()}
+    settings = stage_settings(given, GRPOConfig, SET_BY_THE_LOOP, where, "GRPO")
+    defaults = {f.name: default_of(f) for f in dataclasses.fields(GRPOConfig) if f.name not in SET_BY_THE_LOOP}
     try:
-        check_update(types.SimpleNamespace(**(fields | settings)))
+        check_update(types.SimpleNamespace(**(defaults | settings)))
     except ValueError as e:
         raise ValueError(f"{where}{e}") from None
     return settings

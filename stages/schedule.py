@@ -107,9 +107,7 @@ class Run:
         self.rl_pool = self.tasks / ("rl" if s.rl_split else "train")
         self.eval_tasks = Path(s.eval_tasks) if s.eval_tasks else self.tasks / "test"
         self.step = Steps(s, self.console, self.dry_run, self.envs, self.tasks / "files")
-        self.playing = dict(envs=self.envs, max_steps=s.max_steps, max_new_tokens=s.max_new_tokens, budgets=s.budgets,
-                            engine=s.engine, seed=self.seed, screens=s.screens, coordinates=s.coordinates)
-        self.training = dict(train_layers=s.train_layers, dtype=s.dtype, gradient_checkpointing=s.gradient_checkpointing)
+        self.playing = dict(s.play, envs=self.envs, seed=self.seed)
 
 
 def run(s: Schedule, out: Path, model: str, seed: int, console=None, *, dry_run: bool = False) -> list[dict]:
@@ -173,7 +171,7 @@ def build_suite(r: Run) -> None:
     r.console.rule("tasks build")
     r.step("tasks-build", out=r.tasks, train=s.train_tasks, test=s.test_tasks, valid=s.valid_tasks, rl=s.rl_split,
            seed=r.seed, templates=s.templates, holdout_templates=s.holdout, envs=r.envs, model=r.model,
-           budgets=s.budgets)
+           budgets=s.play.get("budgets", ""))
 
 
 def evaluate(r: Run, phase: str, checkpoint: str) -> dict | None:
@@ -208,8 +206,8 @@ def evaluate_trained(r: Run, phase: str, checkpoint: str, previous: str) -> dict
 
 def sft(r: Run, folder: str, start: str, data: list[Path], epochs: int, lr: float) -> str:
     r.console.rule(f"sft → {folder}")
-    r.step("sft", model=start, out=r.out / folder, data=data, epochs=epochs, lr=lr, batch_rows=r.s.batch_rows,
-           seed=r.seed, **r.training)
+    r.step("sft", model=start, out=r.out / folder, data=data, epochs=epochs, lr=lr, seed=r.seed,
+           **(r.s.train | r.s.sft))
     return str(r.out / folder)
 
 
@@ -240,7 +238,7 @@ def rl_phase(r: Run, folder: str, start: str, first: int) -> tuple[str, list[Pat
         batches = rl_batches(r, folder, i, policy)
         rollouts += batches
         r.step("grpo", rollouts=batches, model=policy, ref=start, out=r.out / folder / f"policy-{i}", seed=r.seed + i,
-               **(r.training | r.s.grpo))
+               **(r.s.train | r.s.grpo))
         policy = str(r.out / folder / f"policy-{i}")
         track(r, folder, i, policy)
     return policy, rollouts
@@ -275,7 +273,7 @@ def async_phase(r: Run, folder: str, start: str, first: int) -> tuple[str, list[
     run_dir = r.out / folder / "async"
     r.step("async-rl", tasks=r.rl_pool, model=start, samples=s.samples, groups=s.rl_tasks or s.samples,
            updates=s.rl_iterations, max_lag=s.max_lag, temperature=1.0, launcher=s.launcher, out=run_dir,
-           grpo=[f"{k}={v}" for k, v in (r.training | s.grpo).items()], **(r.playing | {"seed": r.seed + first}))
+           grpo=[f"{k}={v}" for k, v in (s.train | s.grpo).items()], **(r.playing | {"seed": r.seed + first}))
     for v in range(1, s.rl_iterations + 1):
         track(r, folder, v, str(run_dir / f"policy-{v}"))
     return str(run_dir / f"policy-{s.rl_iterations}"), [run_dir / f"rollout-{v}" for v in range(1, s.rl_iterations + 1)]

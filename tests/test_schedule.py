@@ -144,9 +144,34 @@ def test_a_grpo_setting_reaches_every_update_of_either_loop_by_grpos_own_name():
             assert settings["updates_per_epoch"] == 3 and settings["anchor"] == "nll" and settings["lr"] == 5e-5
 
 
+def test_a_stage_setting_reaches_every_step_of_its_kind_by_the_stages_own_name():
+    """Declared once, in the stages: `play.KEY` reaches every eval and rollout, `train.KEY` every sft and grpo
+    step, `sft.KEY` every sft step; the schedule declares none of them itself."""
+    import dataclasses
+
+    from computerrl.play.config import PlayConfig
+    from computerrl.policy.trainer import TrainConfig
+    from computerrl.stages.presets import Schedule
+
+    commands = dry_run("--preset", "demo", "--out", "runs/p", "--set", "play.max_steps=7", "--set",
+                       "play.max_batch=3", "--set", "train.weight_decay=0.01", "--set", "sft.batch_rows=5",
+                       "--set", "stop_after=rl1")
+    plays = [parse(c).params for c in commands if c[1] in ("eval", "rollout")]
+    trains = [parse(c).params for c in commands if c[1] in ("sft", "grpo")]
+    assert plays and {(p["max_steps"], p["max_batch"], p["max_new_tokens"]) for p in plays} == {(7, 3, 48)}
+    assert {t["weight_decay"] for t in trains} == {0.01} and {t["train_layers"] for t in trains} == {8}
+    assert {parse(c).params["batch_rows"] for c in commands if c[1] == "sft"} == {5}
+    stage_fields = {f.name for config in (PlayConfig, TrainConfig) for f in dataclasses.fields(config)}
+    assert not stage_fields & {f.name for f in dataclasses.fields(Schedule)} - {"envs", "samples"}
+    # (envs: how many desktops, not PlayConfig's folder of them; samples: G, each RL rollout's --samples)
+
+
 @pytest.mark.parametrize("bad, says", [("grpo.nope=1", "unknown GRPO setting 'nope'"),
-                                       ("grpo.lr=fast", "lr takes a float"), ("grpo.anchor=l2", "--anchor 'l2'")])
-def test_a_bad_grpo_setting_is_refused_by_name(bad, says):
+                                       ("grpo.lr=fast", "lr takes a float"), ("grpo.anchor=l2", "--anchor 'l2'"),
+                                       ("play.nope=1", "unknown play setting 'nope'"),
+                                       ("train.nope=1", "unknown train setting"), ("train.train_layers=all", "train_layers takes a int"),
+                                       ("play.seed=3", "unknown play")])
+def test_a_bad_stage_setting_is_refused_by_name(bad, says):
     result = CliRunner().invoke(app, ["entropulse", "--dry-run", "--set", bad])
     assert result.exit_code == 2 and says in result.output, result.output
 
@@ -204,7 +229,9 @@ def test_a_preset_is_a_file_a_user_copies_edits_and_passes_back_with_config(tmp_
 
 @pytest.mark.parametrize("text, says", [("rl_iteration: 3", "unknown setting 'rl_iteration'"),
                                         ("rl_iterations: many", "rl_iterations takes a int"),
-                                        ("gradient_checkpointing: 1", "gradient_checkpointing takes a bool"),
+                                        ("train:\n  gradient_checkpointing: 1", "gradient_checkpointing takes a bool"),
+                                        ("play:\n  max_step: 3", "unknown play setting 'max_step'"),
+                                        ("play: 3", "play takes a mapping"),
                                         ("- a list", "expected KEY: VALUE")])
 def test_a_bad_config_file_is_refused_naming_the_file_and_the_setting(tmp_path, text, says):
     (tmp_path / "bad.yaml").write_text(text)

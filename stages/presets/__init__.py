@@ -18,9 +18,16 @@ CALC = ("calc_column_stat,calc_rename_sheet,calc_add_sheet,calc_bold_header,calc
         "calc_clear_cell,calc_font_color,calc_bold_column")
 CALC_HELD_OUT = "calc_clear_cell,calc_font_color,calc_bold_column"
 PHASES = ("base", "bc", "rl1", "entropulse", "rl2")  # the phases evaluated, in order
-# The demo's RL updates where they differ from grpo's defaults: 4 optimizer steps a pass over the batch (the
-# rows split evenly; chosen on valid), at 5e-5.
-DEMO_GRPO = {"lr": 5e-5, "updates_per_epoch": 4}
+# The demo's settings of the stages, by the stages' own names, where they differ from their defaults: every
+# playing step's (rollout, eval, async-rl): 4 steps, answers of 48 tokens, the smallest prompts; every training
+# step's (sft, grpo): the top 8 layers; every sft step's: 8 rows an optimizer step; every RL update's: 4 optimizer
+# steps a pass over the batch (the rows split evenly; chosen on valid), at 5e-5.
+DEMO = {"play": {"max_steps": 4, "max_new_tokens": 48, "budgets": "tiny"}, "train": {"train_layers": 8},
+        "sft": {"batch_rows": 8}, "grpo": {"lr": 5e-5, "updates_per_epoch": 4}}
+SET_BY_THE_SCHEDULE = {  # each stage's settings the schedule gives itself, step by step
+    "play": ("tasks", "envs", "model", "out", "samples", "temperature", "limit", "seed", "screenshots", "overwrite"),
+    "train": ("model", "out", "lr", "seed", "overwrite"),
+    "sft": ("data", "model", "out", "epochs", "lr", "seed", "overwrite")}
 RL_DRAWS = ("uniform", "stratified", "signal", "gain")
 
 
@@ -39,21 +46,16 @@ class Schedule:
     stop_after: str = ""  # end the schedule once this phase is evaluated (base, bc, rl1, entropulse; "" = run all)
     explore_tasks: int = 16  # the first N eval tasks each phase also plays explore_samples times at T = 1 (0 = none)
     explore_samples: int = 4  # K: pass@K and the distinct actions of K plays measure exploration
-    # the desktops and the policy's engine
+    # the desktops, and every playing step's settings by `computerrl rollout`'s names (engine, max_steps,
+    # max_new_tokens, budgets, screens, …; declared there, with their help): `--set play.max_steps=8`
     envs: int = 4  # desktops; the model answers all of them in one batch
     backend: str = "local"  # spawn-envs backend: local or docker
-    engine: str = "transformers"  # rollout and eval engine
-    max_steps: int = 4  # steps per trajectory (rollout and eval)
-    max_new_tokens: int = 48  # answer cap
-    budgets: str = "tiny"  # prompt budgets (policy.prompt.BUDGETS; "" = by the model's size)
-    screens: int = 2  # a vision-language model: screenshots a prompt holds (this step's and those before it)
-    coordinates: str = "grid"  # a vision-language model's points: grid (0-1000 over the screenshot) or screen
-    # training
+    play: dict = dataclasses.field(default_factory=lambda: dict(DEMO["play"]))
+    # training: every training step's settings by `computerrl sft`'s and `grpo`'s shared names (dtype,
+    # train_layers, gradient_checkpointing, …), every sft step's by sft's (batch_rows, …)
     launcher: str = ""  # "" = training in this process; else the command that launches it (accelerate launch …)
-    dtype: str = "float32"  # training dtype
-    gradient_checkpointing: bool = False
-    train_layers: int = 8  # top decoder layers trained (0 = all)
-    batch_rows: int = 8  # sft rows per optimizer step
+    train: dict = dataclasses.field(default_factory=lambda: dict(DEMO["train"]))
+    sft: dict = dataclasses.field(default_factory=lambda: dict(DEMO["sft"]))
     bc_epochs: int = 5  # sft epochs on the expert replays (the demo's 5 at 3e-4: the best pass@4 on valid of 1-5)
     lr_bc: float = 3e-4
     rl_iterations: int = 2  # rollout + grpo iterations per RL phase
@@ -72,7 +74,7 @@ class Schedule:
     samples: int = 4  # G
     # every RL update's settings, by `computerrl grpo`'s names (declared there, with their help); each phase's
     # start is its KL reference. `--set grpo.lr=1e-5` changes one, a file's `grpo:` mapping some.
-    grpo: dict = dataclasses.field(default_factory=lambda: dict(DEMO_GRPO))
+    grpo: dict = dataclasses.field(default_factory=lambda: dict(DEMO["grpo"]))
     k: int = 4  # successful trajectories per task kept for Entropulse
     entropulse_epochs: int = 2
     lr_entropulse: float = 1e-5  # the demo's: the best pass@4 on valid of 5e-5, 1e-5, hotter plays, expert rows
@@ -87,15 +89,32 @@ class Schedule:
             raise ValueError(f"rl_draw={self.rl_draw!r}: expected one of {', '.join(RL_DRAWS)}")
         if self.rl_draw != "uniform" and self.rl_loop == "async":
             raise ValueError(f"rl_draw={self.rl_draw}: with rl_loop=sync only (async-rl draws its own tasks)")
-        from computerrl.stages.grpo import update_settings
-
-        self.grpo = update_settings(self.grpo, "grpo: ")
+        for name in MAPPINGS:
+            setattr(self, name, stage_settings(name, getattr(self, name), f"{name}: "))
         if self.stop_after not in ("", *PHASES) or (self.stop_after == "base" and not self.eval_base):
             raise ValueError(f"stop_after={self.stop_after!r}: expected one of {', '.join(PHASES[1:])} "
                              "(or base, with eval_base)")
 
 
 FIELDS = [f.name for f in dataclasses.fields(Schedule)]
+MAPPINGS = tuple(DEMO)  # the fields that hold a stage's settings by its names
+
+
+def stage_settings(mapping: str, given: dict | list[str], where: str) -> dict:
+    """One of the mappings of stage settings, each checked against the stage's config as the stage checks it."""
+    from computerrl.data.config import stage_settings as checked
+
+    if mapping == "grpo":
+        from computerrl.stages.grpo import update_settings
+
+        return update_settings(given, where)
+    if mapping == "play":
+        from computerrl.play.config import PlayConfig as config
+    elif mapping == "train":
+        from computerrl.policy.trainer import TrainConfig as config
+    else:
+        from computerrl.stages.sft import SFTConfig as config
+    return checked(given, config, SET_BY_THE_SCHEDULE[mapping], where, mapping)
 PRESETS = Path(__file__).parent  # NAME.yaml: the settings a preset changes
 
 
@@ -125,15 +144,15 @@ def load_config(path: Path) -> dict[str, Any]:
 
 
 def merged(settings: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    """`settings` changed by `more`; their `grpo` mappings merge (a file sets the GRPO settings it names)."""
-    return settings | more | {"grpo": settings.get("grpo", {}) | more.get("grpo", {})}
+    """`settings` changed by `more`; their mappings of stage settings merge (a file sets the ones it names)."""
+    return settings | more | {m: settings.get(m, {}) | more.get(m, {}) for m in MAPPINGS}
 
 
 def schedule(preset: str = "demo", config: Path | None = None, assignments: list[str] = ()) -> Schedule:
     """The preset's settings, then the config file's, then the KEY=VALUE assignments'."""
     if preset not in preset_names():
         raise ValueError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
-    settings = merged({"grpo": DEMO_GRPO}, load_config(PRESETS / f"{preset}.yaml"))
+    settings = merged(DEMO, load_config(PRESETS / f"{preset}.yaml"))
     settings = merged(settings, load_config(config) if config else {})
     return override(Schedule(**settings), list(assignments))
 
@@ -146,17 +165,18 @@ def show_config(s: Schedule) -> str:
 
 
 def override(s: Schedule, assignments: list[str]) -> Schedule:
-    """`s` with KEY=VALUE assignments applied (each value read as its field's type; grpo.KEY=VALUE sets one
-    of the RL updates' settings)."""
-    changes: dict[str, Any] = {"grpo": dict(s.grpo)}
+    """`s` with KEY=VALUE assignments applied (each value read as its field's type; play.KEY=VALUE, train.KEY,
+    sft.KEY and grpo.KEY set one of those steps' settings, by the stage's name for it)."""
+    changes: dict[str, Any] = {m: dict(getattr(s, m)) for m in MAPPINGS}
     for item in assignments:
         key, eq, value = item.partition("=")
-        if eq and key.startswith("grpo."):
-            changes["grpo"][key.removeprefix("grpo.")] = value  # typed by Schedule's check
+        mapping, dot, name = key.partition(".")
+        if eq and dot and mapping in MAPPINGS:
+            changes[mapping] |= stage_settings(mapping, [f"{name}={value}"], f"--set {item!r}: ")
             continue
-        if not eq or key not in FIELDS or key == "grpo":
+        if not eq or key not in FIELDS or key in MAPPINGS:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(FIELDS)} "
-                             "(grpo.KEY for an RL update's setting)")
+                             f"({', '.join(m + '.KEY' for m in MAPPINGS)} for a step's setting by its stage's name)")
         changes[key] = typed(key, value, f"--set {item!r}: ")
     return dataclasses.replace(s, **changes)
 
@@ -165,10 +185,9 @@ def typed(key: str, value: Any, where: str) -> Any:
     """`value` (a --set string, or as YAML read it: 1e-5 without a dot is a string there) as the type of
     Schedule's field `key`; ValueError, prefixed by `where`, when it is none."""
     from computerrl.data.config import coerce
-    from computerrl.stages.grpo import update_settings
 
-    if key == "grpo":
+    if key in MAPPINGS:
         if not isinstance(value, dict):
-            raise ValueError(f"{where}grpo takes a mapping of `computerrl grpo`'s settings, not {value!r}")
-        return update_settings(value, f"{where}grpo: ")
+            raise ValueError(f"{where}{key} takes a mapping of its steps' settings by the stage's names, not {value!r}")
+        return stage_settings(key, value, f"{where}{key}: ")
     return coerce(key, value, getattr(Schedule(), key), where)
