@@ -31,6 +31,20 @@ def trajectory_name(task_id: str, sample: int) -> str:
     return f"{task_id}#{sample}"
 
 
+def play_tasks(cfg, stage: str, console, **options) -> tuple[list[TaskItem], list[TaskItem], Journal]:
+    """What `rollout` and `eval` do before writing their outputs: check `cfg`'s inputs (a PlayConfig), plan its
+    (task, sample) jobs against its journal (a killed run resumes: only what it had not finished is played), open
+    the policy and play them on the desktops. Returns (every task item, the playable ones, the journal)."""
+    cfg.check_inputs()
+    items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
+                                          key=cfg.key(), console=console, restart=cfg.overwrite)
+    if jobs:
+        policy = cfg.open_policy()
+        play_on_envs(cfg.envs, policy, jobs, journal, stage=stage, out=cfg.out, max_steps=cfg.max_steps,
+                     screenshots=cfg.screenshots or policy.sees_screen, console=console, **options)
+    return items, playable, journal
+
+
 def play_on_envs(envs: Path, policy, jobs: Sequence[tuple[TaskItem, int]], journal: Journal, *, stage: str,
                  out: Path, max_steps: int, screenshots: bool = False, **options) -> None:
     """`play_all` on a pool over a `spawn-envs` run folder, announced to the fleet's console as `stage`

@@ -53,7 +53,7 @@ def run(cfg: EvalConfig, console=None) -> dict:
 
     from rich.console import Console
 
-    from computerrl.play.trajectories import plan, play_on_envs
+    from computerrl.play.trajectories import play_tasks
 
     console = console or Console(soft_wrap=True)
     if cfg.finished:
@@ -61,15 +61,7 @@ def run(cfg: EvalConfig, console=None) -> dict:
         summary = json.loads((cfg.out / "summary.json").read_text())
         console.print(table(summary))
         return summary
-    cfg.check_inputs()
-    items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
-                                          key=cfg.key(), console=console,
-                                          restart=cfg.overwrite)
-    if jobs:
-        policy = cfg.open_policy()
-        play_on_envs(cfg.envs, policy, jobs, journal, stage="eval", out=cfg.out,
-                     max_steps=cfg.max_steps, screenshots=cfg.screenshots or policy.sees_screen,
-                     console=console)
+    items, playable, journal = play_tasks(cfg, "eval", console)
     summary = _write(cfg, items, playable, journal)
     shutil.rmtree(cfg.journal, ignore_errors=True)
     console.print(table(summary))

@@ -48,21 +48,13 @@ class RolloutConfig(PlayConfig):
 def run(cfg: RolloutConfig, console=None) -> dict:
     from rich.console import Console
 
-    from computerrl.play.trajectories import plan, play_on_envs
+    from computerrl.play.trajectories import play_tasks
 
     console = console or Console(soft_wrap=True)
     if cfg.finished:
         console.print(f"{cfg.out} is already complete (--overwrite replaces it)")
         return json.loads((cfg.out / "summary.json").read_text())
-    cfg.check_inputs()
-    items, playable, journal, jobs = plan(cfg.tasks, limit=cfg.limit, samples=cfg.samples, journal_dir=cfg.journal,
-                                          key=cfg.key(), console=console,
-                                          restart=cfg.overwrite)
-    if jobs:
-        policy = cfg.open_policy()
-        play_on_envs(cfg.envs, policy, jobs, journal, stage="rollout", out=cfg.out,
-                     max_steps=cfg.max_steps, screenshots=cfg.screenshots or policy.sees_screen,
-                     iteration=cfg.iteration, console=console)
+    items, playable, journal = play_tasks(cfg, "rollout", console, iteration=cfg.iteration)
     return _assemble(cfg, playable, items, journal, console)
 
 
