@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 from computerrl.data.config import MODEL, OUT, SEED, setting
 from computerrl.policy.checkpoint import (ADAPTER_CONFIG, base_of, is_vision, load_model, load_tokenizer, peft_quietly,
-                                         resolve, write_lineage)
+                                          resolve, write_lineage)
 from computerrl.policy.frozen_trunk import FrozenTrunk
 from computerrl.policy.logprobs import decoder_of
 from computerrl.policy.vision import load_processor

@@ -34,6 +34,7 @@ from typing import Any
 from computerrl.data.config import cli_args
 from computerrl.stages.presets import Schedule
 
+
 class Steps:
     """Runs (or, dry, prints) the schedule's steps; a step returns its stage's result (None when dry
     or launched). The desktops start once, before the first step that plays and is not already done."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from computerrl.tasks.registry import GETTERS
 from computerrl.tasks.setup import (Budget, Parameters, SetupError, cached, check_command, check_flag,
-                                         desktop_path, execute)
+                                    desktop_path, execute)
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop.desktop import Desktop

@@ -29,7 +29,7 @@ from urllib.parse import unquote
 
 from computerrl.tasks.getters import FILE_LIMIT, getter, vm_file
 from computerrl.tasks.setup import (COMMAND_TIMEOUT_S, Budget, SetupError, check_command, check_flag,
-                                         check_string, desktop_path, flag, shell_argv)
+                                    check_string, desktop_path, flag, shell_argv)
 
 if TYPE_CHECKING:
     from computerrl.envs.desktop.desktop import Desktop

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from computerrl.tasks.metrics.chrome import (check_direct_json_object, check_enabled_experiments, check_font_size,
-                                                  check_history_deleted, check_list, compare_urls, is_cookie_deleted,
-                                                  is_expected_active_tab, is_expected_bookmarks, is_expected_tabs,
-                                                  is_expected_url_pattern_match, is_in_list, is_shortcut_on_desktop,
-                                                  literal_match,
-                                                  normalize_url)
+                                             check_history_deleted, check_list, compare_urls, is_cookie_deleted,
+                                             is_expected_active_tab, is_expected_bookmarks, is_expected_tabs,
+                                             is_expected_url_pattern_match, is_in_list, is_shortcut_on_desktop,
+                                             literal_match,
+                                             normalize_url)
 
 
 @pytest.mark.parametrize("url, normal", [

@@ -115,6 +115,8 @@ def stage_settings(mapping: str, given: dict | list[str], where: str) -> dict:
     else:
         from computerrl.stages.sft import SFTConfig as config
     return checked(given, config, SET_BY_THE_SCHEDULE[mapping], where, mapping)
+
+
 PRESETS = Path(__file__).parent  # NAME.yaml: the settings a preset changes
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from computerrl.tasks.suites import (GUI_SAVE_EXIT, PEOPLE, SAVE_EXIT, SHEET_DATA, WORDS, calc_task, goto_cell,
-                                    template, xlsx)
+                                     template, xlsx)
 
 STATS = {"SUM": sum, "AVERAGE": lambda v: sum(v) / len(v), "MAX": max, "MIN": min, "COUNT": len}
 STAT_WORDS = {"SUM": "total", "AVERAGE": "average", "MAX": "largest value", "MIN": "smallest value",

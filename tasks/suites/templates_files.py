@@ -8,7 +8,7 @@ folder (`vm_command_line` + `check_include_exclude`).
 from __future__ import annotations
 
 from computerrl.tasks.suites import (FILE_STEMS, HOME, PEOPLE, SUITE, WORDS, Instance, cloud_file, download,
-                                    template, vm_file)
+                                     template, vm_file)
 
 
 def _lines(rng, n: int) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from computerrl.tasks.suites import (GUI_SAVE_EXIT, HOME, PEOPLE, SAVE_EXIT, SHEET_DATA, Instance, calc_task,
-                                    cloud_file, download, goto_cell, open_step, template, vm_file, xlsx)
+                                     cloud_file, download, goto_cell, open_step, template, vm_file, xlsx)
 
 
 @template("multi_text_to_sheet", "multi")
