@@ -35,7 +35,7 @@ lock:
     git diff --stat constraints.txt
 
 # The whole suite: real desktops, real LibreOffice. Two workers (TEST_WORKERS), one thread each
-# (tests/conftest.py), take whole files, the slowest first: 36-46 min on 2 cores (the 30 slowest are printed).
+# (tests/conftest.py), take whole files, the slowest first: 32-46 min on 2 cores (by CPU) (the 30 slowest are printed).
 [group("dev")]
 test *args: (install "--all")
     {{venv}}/python -m pytest -q -ra --durations=30 -n {{test_workers}} --dist loadfile --no-loadscope-reorder {{args}}
