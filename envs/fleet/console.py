@@ -315,7 +315,7 @@ def render_fleet(view: FleetView, signed_in: bool) -> str:
         out.append("</table>")
     else:
         out.append("<p>No rollout or eval is using this fleet.</p>")
-    out.append(f"<h2>Desktops</h2><table id=desktops><tr><th>server</th><th>host</th><th>backend</th><th>status</th>"
+    out.append("<h2>Desktops</h2><table id=desktops><tr><th>server</th><th>host</th><th>backend</th><th>status</th>"
                "<th>uptime</th><th>restarts</th><th>desktop</th><th>task · step</th><th>reset</th><th>step</th>"
                "<th>steps/s</th><th>last error</th><th>screen</th><th></th></tr>")
     shot_t = int(time.time() // THUMB_EVERY_S)
