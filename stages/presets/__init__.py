@@ -90,7 +90,7 @@ class Schedule:
         if self.rl_draw != "uniform" and self.rl_loop == "async":
             raise ValueError(f"rl_draw={self.rl_draw}: with rl_loop=sync only (async-rl draws its own tasks)")
         for name in MAPPINGS:
-            setattr(self, name, stage_settings(name, getattr(self, name), f"{name}: "))
+            setattr(self, name, mapping_settings(name, getattr(self, name), f"{name}: "))
         if self.stop_after not in ("", *PHASES) or (self.stop_after == "base" and not self.eval_base):
             raise ValueError(f"stop_after={self.stop_after!r}: expected one of {', '.join(PHASES[1:])} "
                              "(or base, with eval_base)")
@@ -100,9 +100,9 @@ FIELDS = [f.name for f in dataclasses.fields(Schedule)]
 MAPPINGS = tuple(DEMO)  # the fields that hold a stage's settings by its names
 
 
-def stage_settings(mapping: str, given: dict | list[str], where: str) -> dict:
+def mapping_settings(mapping: str, given: dict | list[str], where: str) -> dict:
     """One of the mappings of stage settings, each checked against the stage's config as the stage checks it."""
-    from computerrl.data.config import stage_settings as checked
+    from computerrl.data.config import stage_settings
 
     if mapping == "grpo":
         from computerrl.stages.grpo import update_settings
@@ -114,7 +114,7 @@ def stage_settings(mapping: str, given: dict | list[str], where: str) -> dict:
         from computerrl.policy.trainer import TrainConfig as config
     else:
         from computerrl.stages.sft import SFTConfig as config
-    return checked(given, config, SET_BY_THE_SCHEDULE[mapping], where, mapping)
+    return stage_settings(given, config, SET_BY_THE_SCHEDULE[mapping], where, mapping)
 
 
 PRESETS = Path(__file__).parent  # NAME.yaml: the settings a preset changes
@@ -174,7 +174,7 @@ def override(s: Schedule, assignments: list[str]) -> Schedule:
         key, eq, value = item.partition("=")
         mapping, dot, name = key.partition(".")
         if eq and dot and mapping in MAPPINGS:
-            changes[mapping] |= stage_settings(mapping, [f"{name}={value}"], f"--set {item!r}: ")
+            changes[mapping] |= mapping_settings(mapping, [f"{name}={value}"], f"--set {item!r}: ")
             continue
         if not eq or key not in FIELDS or key in MAPPINGS:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(FIELDS)} "
@@ -191,5 +191,5 @@ def typed(key: str, value: Any, where: str) -> Any:
     if key in MAPPINGS:
         if not isinstance(value, dict):
             raise ValueError(f"{where}{key} takes a mapping of its steps' settings by the stage's names, not {value!r}")
-        return stage_settings(key, value, f"{where}{key}: ")
+        return mapping_settings(key, value, f"{where}{key}: ")
     return coerce(key, value, getattr(Schedule(), key), where)
