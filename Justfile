@@ -178,17 +178,21 @@ compare-async run=(runs / "demo") tasks=(run / "tasks") out=(runs / "compare-asy
 # runs/arms/seed-N with its suite and its greedy eval on 96 valid tasks), evaluated on those valid tasks only, each
 # iteration on the first 24 of them (`track`). `settings`: the arm's, e.g. --set grpo.anchor=nll. Resumes; a
 # finished arm's report files are kept in docs/runs/arms/NAME/seed-N (committed: runs/ does not outlive a machine),
-# and an arm kept there is not run again. The model plays in float32 on every machine (bfloat16 where a CPU computes
-# it would make arms run on two kinds of machine differ by more than their settings).
+# and an arm kept there is not run again. BC's eval is kept too, in docs/runs/arms/seed-N/eval-bc with the first
+# answers `track` measures drift from: a machine that trains the seed's BC again takes its eval from there, once
+# its BC is found to give those answers (stages/schedule.py, check_restored). The model plays in float32 on every machine
+# (bfloat16 where a CPU computes it would make arms run on two kinds of machine differ by more than their settings).
 [group("bench")]
 rl-arm name seed *settings: install
     export COMPUTERRL_CPU_DTYPE=float32; kept=docs/runs/arms/{{name}}/seed-{{seed}}; [ ! -e $kept/eval-rl1/summary.json ] || { echo "$kept: done"; exit 0; }; \
-    base={{runs}}/arms/seed-{{seed}}; arm={{runs}}/arms/{{name}}/seed-{{seed}}; \
+    base={{runs}}/arms/seed-{{seed}}; arm={{runs}}/arms/{{name}}/seed-{{seed}}; shared=docs/runs/arms/seed-{{seed}}/eval-bc; \
     common="--seed {{seed}} --set envs=8 --set suite=$base/tasks --set valid_tasks=96 --set eval_tasks=$base/tasks/valid --set explore_tasks=0"; \
+    [ -e $base/eval-bc ] || [ ! -e $shared/first-answers.json ] || { mkdir -p $base && cp -r $shared $base/eval-bc; }; \
     {{venv}}/computerrl entropulse --out $base $common --set stop_after=bc && mkdir -p $arm && \
     for d in bc eval-bc; do [ -e $arm/$d ] || cp -r $base/$d $arm/$d; done && \
     {{venv}}/computerrl entropulse --out $arm $common --set stop_after=rl1 --set track=24 --set rl_iterations=6 {{settings}} && \
-    {{just_executable()}} keep-report-files $arm $kept
+    {{just_executable()}} keep-report-files $arm $kept && \
+    {{just_executable()}} keep-report-files $base $(dirname $shared) && cp $arm/eval-bc/first-answers.json $shared/
 
 # Every arm of docs/rl-arms.md on BC seeds 0 and 1, one after another (about an hour each here); resumes.
 [group("bench")]

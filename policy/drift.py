@@ -46,3 +46,20 @@ def template_chances(picked: dict[str, list[dict]], checkpoint) -> dict[str, flo
 
     model = load_model(checkpoint)
     return {template: answer_chance(model, rows) for template, rows in picked.items()}
+
+
+def greedy_share(checkpoint, picked: dict[str, list[dict]]) -> float:
+    """The share of the picked answers' tokens that are `checkpoint`'s most likely next token, given the prompt
+    and the answer so far: 1.0 when they are its own greedy answers (up to float ties)."""
+    import torch
+
+    from computerrl.policy.checkpoint import load_model
+
+    model, agree, total = load_model(checkpoint), 0, 0
+    with torch.no_grad():
+        for row in (row for rows in picked.values() for row in rows):
+            ids = torch.tensor([row["prompt_ids"] + row["response_ids"]])
+            predicted = model(ids).logits[0, len(row["prompt_ids"]) - 1:-1].argmax(-1)
+            agree += int((predicted == torch.tensor(row["response_ids"])).sum())
+            total += len(row["response_ids"])
+    return agree / total

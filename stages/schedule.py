@@ -288,8 +288,10 @@ def track(r: Run, folder: str, i: int, policy: str) -> None:
     r.step("eval", tasks=r.eval_tasks, model=policy, limit=r.s.track, screenshots=False,
            out=r.out / folder / f"eval-{i}", **r.playing)
     if not r.dry_run:
-        write_drift(r.out / "drift-bc.json", r.out / "eval-bc" / "steps", r.out / "bc")
-        write_drift(r.out / folder / f"drift-{i}.json", r.out / "eval-bc" / "steps", policy)
+        if not (r.out / "drift-bc.json").exists():
+            check_restored(r.out / "eval-bc", r.out / "bc")
+        write_drift(r.out / "drift-bc.json", r.out / "eval-bc", r.out / "bc")
+        write_drift(r.out / folder / f"drift-{i}.json", r.out / "eval-bc", policy)
 
 
 def entropulse(r: Run, rl1: str, rollouts1: list[Path]) -> str:
@@ -320,12 +322,35 @@ def copy_done(done: Path, to: Path) -> None:
 
 
 def write_drift(to: Path, reference: Path, checkpoint: str, per_template: int = 4) -> None:
-    """`checkpoint`'s chance of the reference eval's first answers, per template (policy/drift.py), as JSON at
-    `to` (kept: a resumed run does not compute it again)."""
+    """`checkpoint`'s chance of the first answers of the eval in folder `reference`, per template
+    (policy/drift.py), as JSON at `to` (kept: a resumed run does not compute it again). Those answers are kept
+    in `reference/first-answers.json`: an eval restored from its small files and them (its steps dataset is
+    too large to commit, `just rl-arm`) still serves, once `check_restored` found them the answers of the
+    checkpoint that played it."""
     import json
 
     from computerrl.data.files import write_atomic
     from computerrl.policy.drift import first_answers, template_chances
 
-    if not to.exists():
-        write_atomic(to, json.dumps(template_chances(first_answers(reference, per_template), checkpoint)))
+    if to.exists():
+        return
+    kept = reference / "first-answers.json"
+    if not kept.exists():
+        write_atomic(kept, json.dumps(first_answers(reference / "steps", per_template)))
+    write_atomic(to, json.dumps(template_chances(json.loads(kept.read_text()), checkpoint)))
+
+
+def check_restored(reference: Path, checkpoint: Path) -> None:
+    """An eval restored without its steps (another machine played it) stands for `checkpoint` only if its
+    first answers are that checkpoint's greedy ones: a BC trained again elsewhere must answer as the one
+    evaluated (float ties aside)."""
+    import json
+
+    from computerrl.policy.drift import greedy_share
+
+    if (reference / "steps").exists():
+        return
+    share = greedy_share(checkpoint, json.loads((reference / "first-answers.json").read_text()))
+    if share < 0.99:
+        raise RuntimeError(f"{reference} was played by another model than {checkpoint}: only {share:.1%} of its "
+                           f"first answers' tokens are this one's greedy choice; delete {reference} to evaluate it here")
