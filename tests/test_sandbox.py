@@ -178,3 +178,51 @@ def test_a_planted_link_cannot_make_the_server_read_host_files(two, tmp_path):
     budget = Budget.of(trusted=True)
     assert vm_file(desktop, {"path": "/home/user/stolen.txt"}, tmp_path, budget) is None
     assert vm_file(desktop, {"path": "~/shadow"}, tmp_path, budget) is None
+
+
+X_SERVER_PROBE = """
+import os, signal, socket, sys
+port, abstract, state, server = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+def attempt(name, do):
+    try:
+        do(); print(name + "=done")
+    except OSError:
+        print(name + "=refused")
+attempt("env_server", lambda: socket.create_connection(("127.0.0.1", int(port)), 2).close())
+attempt("abstract", lambda: socket.socket(socket.AF_UNIX).connect("\\0" + abstract))
+attempt("state", lambda: os.listdir(state))
+attempt("signal", lambda: os.kill(server, 0))
+"""
+
+
+def test_what_the_x_server_runs_in_reaches_nothing_of_the_servers(two, tmp_path):
+    """A stand-in for an X server the agent's clients took over (no flaw in Xvfb is at hand): a program in
+    the very jail Xvfb runs in tries the env server on loopback, an abstract socket of the host, the
+    server's state folder (the desktops' keeper sockets) and signalling the server. The same program
+    outside reaches all four, so the test can fail."""
+    import socket
+    import subprocess
+
+    from computerrl.envs.desktop.sandbox import x_server_jail
+
+    srv, _ = two
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(f"\0computerrl-test-{os.getpid()}")
+    listener.listen()
+    (tmp_path / "x11").mkdir()
+    (tmp_path / "xauth").write_bytes(b"")
+    probe = ["/usr/bin/python3", "-c", X_SERVER_PROBE, str(srv.port), f"computerrl-test-{os.getpid()}",
+             str(srv.workdir), str(os.getpid())]
+    outside = answers(subprocess.run(probe, capture_output=True, text=True, timeout=30).stdout)
+    assert outside == dict.fromkeys(("env_server", "abstract", "state", "signal"), "done")
+    jailed = subprocess.run(x_server_jail(tmp_path, tmp_path / "xauth") + probe, capture_output=True, text=True,
+                            timeout=30)
+    assert answers(jailed.stdout) == dict.fromkeys(("env_server", "abstract", "state", "signal"), "refused"), \
+        jailed.stdout + jailed.stderr
+    listener.close()
+    # And the desktops' own X servers run in it: their root shows neither the state folder nor the project.
+    xvfbs = [p for p in descendants([s.desktop._xvfb.pid for s in srv.slots])
+             if Path(f"/proc/{p}/comm").read_text().strip() == "Xvfb"]
+    assert len(xvfbs) == 2
+    assert all(not Path(f"/proc/{p}/root{where}").exists() for p in xvfbs for where in (srv.workdir, PROJECT))
+    assert all(Path(f"/proc/{p}/root/usr/bin/Xvfb").exists() for p in xvfbs)  # the path is read as it sees it

@@ -550,31 +550,20 @@ def _read_info(fd: int, log: Path) -> dict:
 
 def start_xvfb(root: Path, width: int, height: int, auth: Path, cgroup: Cgroup | None = None
                ) -> tuple[subprocess.Popen, str]:
-    """Xvfb outside the sandbox, as the sandbox's unprivileged host user, in a mount and pid
-    namespace of its own whose /tmp is private, admitting only the clients that show the cookie in
+    """Xvfb outside the sandbox, in `x_server_jail`, admitting only the clients that show the cookie in
     `auth` (an Xauthority file). The agent's X clients talk to it: it never runs as root.
 
     Its socket file lands in `root/x11` (bound into the sandbox as /tmp/.X11-unix) and its lock
-    file in that private /tmp, so nothing is left in the host's /tmp when it dies, however it
+    file in its private /tmp, so nothing is left in the host's /tmp when it dies, however it
     dies. The env server reaches it through the abstract socket of the same display, which no
     sandbox sees (each has a network namespace of its own).
     """
-    (root / "x11").mkdir(parents=True, exist_ok=True)
-    os.chmod(root / "x11", 0o755)
-    become = []
-    if os.geteuid() == 0:
-        for path in (root / "x11", auth):
-            os.chown(path, NOBODY, NOBODY)
-        become = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     r, w = os.pipe()
     log = open(root / "xvfb.log", "ab")
     # -displayfd: the X server picks a free display number itself (abstract sockets collide), so
     # servers never race for one.
-    argv = ["bwrap", "--dev-bind", "/", "/", "--perms", "1777", "--tmpfs", "/tmp", "--bind", str(root / "x11"), X11,
-            "--ro-bind", str(auth), "/tmp/xauth",  # the state folder may itself lie under /tmp
-            "--unshare-pid", "--die-with-parent", "--new-session", "--", *become,
-            "Xvfb", "-displayfd", str(w), "-auth", "/tmp/xauth", "-screen", "0", f"{width}x{height}x24",
-            "-nolisten", "tcp", "-noreset", "-dpi", "96"]
+    argv = x_server_jail(root, auth) + ["Xvfb", "-displayfd", str(w), "-auth", "/tmp/xauth", "-screen", "0",
+                                        f"{width}x{height}x24", "-nolisten", "tcp", "-noreset", "-dpi", "96"]
     try:
         proc = subprocess.Popen(cgroup.wrap(argv) if cgroup else argv,
                                 env={"PATH": os.environ.get("PATH", PATH)}, pass_fds=(w,), stdin=subprocess.DEVNULL,
@@ -588,6 +577,32 @@ def start_xvfb(root: Path, width: int, height: int, auth: Path, cgroup: Cgroup |
         proc.kill()
         raise SandboxError(f"Xvfb failed to start; see {root / 'xvfb.log'}")
     return proc, f":{number}"
+
+
+def x_server_jail(root: Path, auth: Path) -> list[str]:
+    """The command prefix the X server runs under. It runs on the host, in its network namespace (the env
+    server reaches it by its abstract socket there), as the sandbox's unprivileged host user, so it is kept
+    from what else is there: its own mount and pid namespace whose root holds the system read-only, a private
+    /tmp with `root/x11` (for its socket) and the cookie file `auth`, and nothing of the host's state folders
+    (the desktops' sockets to their keepers), /run or homes; and a Landlock domain (confine.py --no-network)
+    in which it may trace or signal nothing outside, bind or connect no TCP port (the env servers and the
+    console on loopback) and connect to no abstract socket made outside it. An X server the agent's clients
+    took over would reach nothing of the server's."""
+    (root / "x11").mkdir(parents=True, exist_ok=True)
+    os.chmod(root / "x11", 0o755)
+    become = []
+    if os.geteuid() == 0:
+        for path in (root / "x11", auth):
+            os.chown(path, NOBODY, NOBODY)
+        become = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    links = [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
+             for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]  # merged /usr, as on the host
+    return ["bwrap", "--ro-bind", "/usr", "/usr", *links, "--ro-bind", "/etc", "/etc",
+            "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig", "--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--tmpfs", "/tmp", "--bind", str(root / "x11"), X11,
+            "--ro-bind", str(auth), "/tmp/xauth", "--ro-bind", str(INIT.with_name("confine.py")), "/tmp/confine.py",
+            "--remount-ro", "/", "--unshare-pid", "--die-with-parent", "--new-session", "--", *become,
+            "/usr/bin/python3", "-I", "-S", "/tmp/confine.py", "--no-network"]
 
 
 def check_bwrap() -> None:
