@@ -228,12 +228,13 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=3, help="steps per episode")
     ap.add_argument("--max-new-tokens", type=int, default=demo.play["max_new_tokens"])
     ap.add_argument("--budgets", default=demo.play["budgets"], help="prompt budgets (the demo's by default)")
+    ap.add_argument("--model", default=str(embedded_checkpoint()), help="checkpoint folder (the embedded model's)")
     args = ap.parse_args()
     counts = [int(c) for c in args.desktops.split(",")]
     sampling = Sampling(1.0, args.max_new_tokens)
-    paths = {"baseline": make_engine("transformers", embedded_checkpoint(), sampling, dtype="float32",
+    paths = {"baseline": make_engine("transformers", args.model, sampling, dtype="float32",
                                      static_cache=False),  # the engine as it was
-             "fast": open_engine(embedded_checkpoint(), engine="transformers", temperature=1.0,  # as rollout opens it
+             "fast": open_engine(args.model, engine="transformers", temperature=1.0,  # as rollout opens it
                                  max_new_tokens=args.max_new_tokens, device="cpu", llm_url="")}
     budgets = BUDGETS[args.budgets]
     cores = len(os.sched_getaffinity(0))

@@ -65,10 +65,11 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=3, help="steps per episode")
     ap.add_argument("--image-size", type=int, default=512, help="Idefics3's image size: (size/16)²/4 tokens a screenshot")
     ap.add_argument("--screens", type=int, default=2, help="screenshots a prompt holds")
+    ap.add_argument("--max-new-tokens", type=int, default=demo.play["max_new_tokens"], help="answer cap (the demo's)")
     args = ap.parse_args()
     counts = [int(c) for c in args.desktops.split(",")]
     results: dict = {"image_size": args.image_size, "screens": args.screens, "budgets": demo.play["budgets"],
-                     "max_new_tokens": demo.play["max_new_tokens"]}
+                     "max_new_tokens": args.max_new_tokens}
     with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp, \
             calc_desktops(Path(tmp), max(counts)) as (tasks, handles):
         print("building the vision model (SmolLM2's weights, a random vision tower) …", flush=True)
@@ -79,7 +80,7 @@ def main() -> None:
         print("image tokens a screenshot costs:", {k: v for k, v in results.items() if "qwen_" in k or "idefics3_" in k},
               flush=True)
         for kind, folder in models.items():
-            engine = open_engine(folder, engine="transformers", temperature=1.0, max_new_tokens=demo.play["max_new_tokens"],
+            engine = open_engine(folder, engine="transformers", temperature=1.0, max_new_tokens=args.max_new_tokens,
                                  device="cpu", llm_url="")
             for n in counts:
                 pool = EnvPool(handles[:n], max_steps=args.max_steps, screenshot=kind == "vision")

@@ -40,14 +40,17 @@ def test_bench_apis_validates_the_transcripts_apis_in_a_desktop():
     assert 0 < r["desktop_share"] < 1 and abs(r["desktop_share"] + r["stage_share"] - 1) < 1e-3
 
 
-def test_bench_rollout_compares_both_paths_with_the_model_and_the_desktops_alone():
-    r = figures("bench_rollout", "--desktops", "1", "--steps", "2", "--max-steps", "2")
+def test_bench_rollout_compares_both_paths_with_the_model_and_the_desktops_alone(tiny_model):
+    """On the tiny stand-in, 8-token answers: that the benchmark runs to its figures is the subject."""
+    r = figures("bench_rollout", "--desktops", "1", "--steps", "2", "--max-steps", "2", "--model", tiny_model,
+                "--max-new-tokens", "8")
     assert r["steps_per_s_1"] > 0 and r["baseline_steps_per_s_1"] > 0 and r["env_only_steps_per_s_1"] > 0
     assert r["speedup_1"] > 0 and r["model_cpu_s_1"] > 0
 
 
 def test_bench_vision_measures_screenshots_in_the_prompt():
-    r = figures("bench_vision", "--desktops", "1", "--steps", "1", "--max-steps", "2", "--image-size", "256")
+    r = figures("bench_vision", "--desktops", "1", "--steps", "1", "--max-steps", "2", "--image-size", "256",
+                "--max-new-tokens", "8")
     assert r["screenshot_png_bytes"] > 1000 and r["text_steps_per_s_1"] > 0 and r["vision_steps_per_s_1"] > 0
     assert r["vision_over_text_1"] > 0
 
