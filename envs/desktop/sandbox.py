@@ -242,8 +242,6 @@ class Sandbox:
             prefix = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/mnt", "--bind", str(self.root), str(r),
                       "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--die-with-parent", "--",
                       "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-        links = [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
-                 for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]  # merged /usr, as on the host
 
         def ram(mb: int, path: str, mode: str = "0755") -> list[str]:
             return ["--size", str(mb * MB), "--perms", mode, "--tmpfs", path]
@@ -253,7 +251,7 @@ class Sandbox:
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net",
                 "--uid", str(UID), "--gid", str(UID), "--hostname", "desktop", "--die-with-parent", "--new-session",
                 "--clearenv", "--setenv", "PATH", PATH,
-                "--ro-bind", "/usr", "/usr", *links, "--ro-bind", "/etc", "/etc",
+                "--ro-bind", "/usr", "/usr", *usr_links(), "--ro-bind", "/etc", "/etc",
                 "--ro-bind", f"{r}/conf/passwd", "/etc/passwd", "--ro-bind", f"{r}/conf/group", "/etc/group",
                 *(["--ro-bind", f"{r}/conf/resolv.conf", "/etc/resolv.conf"] if self.network else []),
                 # /usr/local is the host's own business: in its place, the stand-ins and nothing else
@@ -595,14 +593,18 @@ def x_server_jail(root: Path, auth: Path) -> list[str]:
         for path in (root / "x11", auth):
             os.chown(path, NOBODY, NOBODY)
         become = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    links = [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
-             for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]  # merged /usr, as on the host
-    return ["bwrap", "--ro-bind", "/usr", "/usr", *links, "--ro-bind", "/etc", "/etc",
+    return ["bwrap", "--ro-bind", "/usr", "/usr", *usr_links(), "--ro-bind", "/etc", "/etc",
             "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig", "--proc", "/proc", "--dev", "/dev",
             "--perms", "1777", "--tmpfs", "/tmp", "--bind", str(root / "x11"), X11,
             "--ro-bind", str(auth), "/tmp/xauth", "--ro-bind", str(INIT.with_name("confine.py")), "/tmp/confine.py",
             "--remount-ro", "/", "--unshare-pid", "--die-with-parent", "--new-session", "--", *become,
             "/usr/bin/python3", "-I", "-S", "/tmp/confine.py", "--no-network"]
+
+
+def usr_links() -> list[str]:
+    """bubblewrap's options for the host's /bin, /lib… links into /usr (merged /usr, as on the host)."""
+    return [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
+            for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]
 
 
 def check_bwrap() -> None:
