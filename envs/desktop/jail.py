@@ -52,8 +52,9 @@ class Jailed(NamedTuple):
     report: bytes  # what was written to the report socket (b"" unless asked for)
 
 
-def _links() -> list[str]:
-    """Merged /usr: /bin, /lib… are links on the host, and must be in the jail too."""
+def usr_links() -> list[str]:
+    """bubblewrap's options for merged /usr: /bin, /lib… are links on the host, and must be in a jail too (this
+    one, the desktop's sandbox and its X server's)."""
     return [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
             for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]
 
@@ -107,7 +108,7 @@ def run_in_jail(argv: list[str], files: list[str | Path], *, timeout_s: float = 
             if os.geteuid() == 0 else []
         jail = [*prefix, "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
                 "--uid", "1000", "--gid", "1000", "--clearenv", *[a for kv in env.items() for a in ("--setenv", *kv)],
-                "--ro-bind", "/usr", "/usr", *_links(), "--ro-bind", "/etc", "/etc",
+                "--ro-bind", "/usr", "/usr", *usr_links(), "--ro-bind", "/etc", "/etc",
                 "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_mb << 20), "--tmpfs", "/tmp",
                 "--size", str(work_bytes), "--tmpfs", WORK,
                 *[a for name, fd in copies.items() for a in ("--file", str(fd), f"{WORK}/{name}")],

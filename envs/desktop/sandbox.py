@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from computerrl.envs.desktop.cgroup import Cgroup
+from computerrl.envs.desktop.jail import usr_links
 
 HOME = "/home/user"  # the agent's home, as OSWorld's tasks name it
 TMP = "/tmp"
@@ -599,12 +600,6 @@ def x_server_jail(root: Path, auth: Path) -> list[str]:
             "--ro-bind", str(auth), "/tmp/xauth", "--ro-bind", str(INIT.with_name("confine.py")), "/tmp/confine.py",
             "--remount-ro", "/", "--unshare-pid", "--die-with-parent", "--new-session", "--", *become,
             "/usr/bin/python3", "-I", "-S", "/tmp/confine.py", "--no-network"]
-
-
-def usr_links() -> list[str]:
-    """bubblewrap's options for the host's /bin, /lib… links into /usr (merged /usr, as on the host)."""
-    return [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
-            for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]
 
 
 def check_bwrap() -> None:
