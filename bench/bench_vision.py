@@ -66,9 +66,10 @@ def main() -> None:
     ap.add_argument("--image-size", type=int, default=512, help="Idefics3's image size: (size/16)²/4 tokens a screenshot")
     ap.add_argument("--screens", type=int, default=2, help="screenshots a prompt holds")
     ap.add_argument("--max-new-tokens", type=int, default=demo.play["max_new_tokens"], help="answer cap (the demo's)")
+    ap.add_argument("--budgets", default=demo.play["budgets"], help="prompt budgets (the demo's)")
     args = ap.parse_args()
     counts = [int(c) for c in args.desktops.split(",")]
-    results: dict = {"image_size": args.image_size, "screens": args.screens, "budgets": demo.play["budgets"],
+    results: dict = {"image_size": args.image_size, "screens": args.screens, "budgets": args.budgets,
                      "max_new_tokens": args.max_new_tokens}
     with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp, \
             calc_desktops(Path(tmp), max(counts)) as (tasks, handles):
@@ -84,7 +85,7 @@ def main() -> None:
                                  device="cpu", llm_url="")
             for n in counts:
                 pool = EnvPool(handles[:n], max_steps=args.max_steps, screenshot=kind == "vision")
-                policy = ModelPolicy(engine, BUDGETS[demo.play["budgets"]], version="bench", max_batch=n, background=False,
+                policy = ModelPolicy(engine, BUDGETS[args.budgets], version="bench", max_batch=n, background=False,
                                      screens=args.screens)
                 clock = {"env_s": 0.0, "lock": threading.Lock()}
                 episodes(pool, policy, tasks, n, n, clock)  # warm-up: a step a desktop

@@ -50,7 +50,7 @@ def test_bench_rollout_compares_both_paths_with_the_model_and_the_desktops_alone
 
 def test_bench_vision_measures_screenshots_in_the_prompt():
     r = figures("bench_vision", "--desktops", "1", "--steps", "1", "--max-steps", "2", "--image-size", "256",
-                "--max-new-tokens", "8")
+                "--max-new-tokens", "8", "--budgets", "quick")
     assert r["screenshot_png_bytes"] > 1000 and r["text_steps_per_s_1"] > 0 and r["vision_steps_per_s_1"] > 0
     assert r["vision_over_text_1"] > 0
 
@@ -58,6 +58,7 @@ def test_bench_vision_measures_screenshots_in_the_prompt():
 def test_near_reach_plays_the_near_template_after_bc(tmp_path, tiny_model):
     """On the tiny stand-in (what it computes is not the subject: that the benchmark runs to its figures is)."""
     r = figures("near_reach", "--out", str(tmp_path), "--model", tiny_model, "--tasks", "1", "--samples", "2",
-                "--set", "train_tasks=3", "--set", "test_tasks=9", "--set", "bc_epochs=1", "--set", "envs=2")
+                "--set", "train_tasks=3", "--set", "test_tasks=9", "--set", "bc_epochs=1", "--set", "envs=2",
+                "--set", "play.max_steps=2")
     assert r["templates"] == ["calc_bold_column"] and r["tasks"] == 1 and r["samples"] == 2
     assert 0 <= r["pass_at_1"] <= r["pass_at_2"] <= 1
