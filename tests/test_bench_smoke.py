@@ -62,3 +62,13 @@ def test_near_reach_plays_the_near_template_after_bc(tmp_path, tiny_model):
                 "--set", "play.max_steps=2")
     assert r["templates"] == ["calc_bold_column"] and r["tasks"] == 1 and r["samples"] == 2
     assert 0 <= r["pass_at_1"] <= r["pass_at_2"] <= 1
+
+
+def test_reset_ab_times_both_sides_resets():
+    """Against this very tree (the comparison with another commit is the user's to run)."""
+    from pathlib import Path
+
+    import computerrl
+
+    r = figures("reset_ab", "--before", str(Path(computerrl.__file__).parent), "--pairs", "2")
+    assert r["pairs"] == 2 and r["before_p50_s"] > 0 and r["after_p50_s"] > 0 and r["paired_ratio_p50"] > 0
