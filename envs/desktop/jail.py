@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from computerrl.envs.desktop.cgroup import Cgroup
-from computerrl.envs.desktop.sandbox import NOBODY, PATH, check_bwrap
+from computerrl.envs.desktop.sandbox import NOBODY, PATH, check_bwrap, usr_links
 
 log = logging.getLogger("computerrl.envs.desktop.jail")
 
@@ -50,13 +50,6 @@ class Jailed(NamedTuple):
     code: int | None  # the exit code; None when it ran past its time limit
     output: str  # the tail of its stdout and stderr
     report: bytes  # what was written to the report socket (b"" unless asked for)
-
-
-def usr_links() -> list[str]:
-    """bubblewrap's options for merged /usr: /bin, /lib… are links on the host, and must be in a jail too (this
-    one, the desktop's sandbox and its X server's)."""
-    return [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
-            for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]
 
 
 def _open_regular(path: Path) -> int:

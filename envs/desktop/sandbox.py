@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 from computerrl.envs.desktop.cgroup import Cgroup
-from computerrl.envs.desktop.jail import usr_links
 
 HOME = "/home/user"  # the agent's home, as OSWorld's tasks name it
 TMP = "/tmp"
@@ -600,6 +599,13 @@ def x_server_jail(root: Path, auth: Path) -> list[str]:
             "--ro-bind", str(auth), "/tmp/xauth", "--ro-bind", str(INIT.with_name("confine.py")), "/tmp/confine.py",
             "--remount-ro", "/", "--unshare-pid", "--die-with-parent", "--new-session", "--", *become,
             "/usr/bin/python3", "-I", "-S", "/tmp/confine.py", "--no-network"]
+
+
+def usr_links() -> list[str]:
+    """bubblewrap's options for merged /usr: /bin, /lib… are links on the host, and must be in every jail too (the
+    desktop's sandbox, its X server's, and jail.py's)."""
+    return [a for link in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if os.path.islink(f"/{link}")
+            for a in ("--symlink", os.readlink(f"/{link}"), f"/{link}")]
 
 
 def check_bwrap() -> None:
