@@ -54,8 +54,9 @@ def main() -> None:
         (Path(tmp) / "computerrl").symlink_to(args.before.resolve())
         sides = {}
         for side, path in (("before", tmp), ("after", "")):
-            sides[side] = subprocess.Popen([sys.executable, "-c", DRIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                           text=True, env={**os.environ, "PYTHONPATH": path}, cwd=tmp)
+            sides[side] = subprocess.Popen([sys.executable, "-c", DRIVER], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": path},
+                                           cwd=tmp)
             if sides[side].stdout.readline().strip() != "ready":
                 raise SystemExit(f"the {side} side's desktop did not start")
         times: dict[str, list[float]] = {"before": [], "after": []}

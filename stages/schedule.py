@@ -353,4 +353,5 @@ def check_restored(reference: Path, checkpoint: Path) -> None:
     share = greedy_share(checkpoint, json.loads((reference / "first-answers.json").read_text()))
     if share < 0.99:
         raise RuntimeError(f"{reference} was played by another model than {checkpoint}: only {share:.1%} of its "
-                           f"first answers' tokens are this one's greedy choice; delete {reference} to evaluate it here")
+                           f"first answers' tokens are this one's greedy choice; delete {reference} to evaluate it "
+                           "here")

@@ -30,7 +30,7 @@ def test_the_model_samples_its_likely_answer_far_more_often_than_an_unlikely_one
     assert chance["likely"] > 100 * chance["unlikely"], chance
 
 
-def test_an_eval_restored_without_its_steps_stands_only_for_the_model_whose_greedy_answers_it_kept(tmp_path, tiny_model):
+def test_a_restored_eval_stands_only_for_the_model_whose_greedy_answers_it_kept(tmp_path, tiny_model):
     """`just rl-arm` restores BC's eval from its committed files on a machine that trained BC again; the
     schedule checks that BC answers as the one evaluated before measuring drift from it (tiny stand-in model:
     only its greedy choice matters)."""

@@ -612,4 +612,3 @@ def check_bwrap() -> None:
     """A clear error when bubblewrap is missing (install.sh installs it)."""
     if shutil.which("bwrap") is None:
         raise SandboxError("bubblewrap (bwrap) is not installed: run `bash install.sh` or `apt-get install bubblewrap`")
-
