@@ -35,7 +35,7 @@ lock:
     git diff --stat constraints.txt
 
 # The whole suite: real desktops, real LibreOffice. Two workers (TEST_WORKERS), one thread each
-# (tests/conftest.py), take whole files, the slowest first: 32-46 min on 2 cores (by CPU) (the 30 slowest are printed).
+# (tests/conftest.py), take whole files, the slowest first: ~31 min on 2 cores (by CPU) (the 30 slowest are printed).
 [group("dev")]
 test *args: (install "--all")
     {{venv}}/python -m pytest -q -ra --durations=30 -n {{test_workers}} --dist loadfile --no-loadscope-reorder {{args}}
@@ -96,7 +96,7 @@ stop-envs:
 console port="8765":
     {{venv}}/computerrl console --envs {{runs}}/envs --port {{port}}
 
-# The CPU demo: the whole Entropulse schedule with the embedded model (about an hour; `just demo --quick` ~9 min).
+# The CPU demo: the whole Entropulse schedule with the embedded model (about an hour; `just demo --quick` ~4 min).
 [group("pipelines")]
 demo *args: install
     {{venv}}/computerrl entropulse --out {{runs}}/demo {{args}}
