@@ -5,9 +5,10 @@ both meet the same noise (what an A/B of separate bench_envs runs, minutes apart
     python -m computerrl.bench.reset_ab --before /tmp/before --pairs 30
 
 Each side is an env server with one desktop, its code imported from its own tree (the other tree through a
-folder holding a `computerrl` link to it on PYTHONPATH). A reset is timed as bench_envs times it (Reset, then
-opening Calc), and five steps dirty the desktop before the next. Prints the medians, then one JSON line:
-before_p50_s, after_p50_s, change, and paired_ratio_p50 (the median of after/before over the pairs).
+folder holding a `computerrl` link to it on PYTHONPATH). Each reset is one round of that side's own
+bench_envs.latency: Reset and opening Calc timed, then its steps, which dirty the desktop for the next. Prints
+the medians, then one JSON line: before_p50_s, after_p50_s, change, and paired_ratio_p50 (the median of
+after/before over the pairs).
 """
 
 from __future__ import annotations
@@ -22,25 +23,19 @@ import tempfile
 from pathlib import Path
 
 DRIVER = """
-import sys, time
-from computerrl.bench.bench_envs import STEP_ACTIONS, response
+import sys
+from computerrl.bench.bench_envs import latency
 from computerrl.envs.fleet.pool import wait_healthy
-from computerrl.envs.service.client import DesktopEnv, EnvClient
+from computerrl.envs.service.client import EnvClient
 from computerrl.envs.service.server import EnvServer
 srv = EnvServer(desktops=1).start()
 client = EnvClient(f"127.0.0.1:{srv.port}", timeout_s=120)
 assert wait_healthy(client, 120) == ""
-env = DesktopEnv(client, 0, max_steps=10_000, screenshot=True)
-env.reset()
+latency(client, 1)  # a first reset, untimed
 print("ready", flush=True)
 for line in sys.stdin:
-    t = time.perf_counter()
-    env.reset()
-    env.step(response("Agent.open_app('calc')"))
-    took = time.perf_counter() - t
-    for code in STEP_ACTIONS:
-        env.step(response(code))
-    print(f"{took:.4f}", flush=True)
+    resets, _ = latency(client, 1)
+    print(f"{resets[0]:.4f}", flush=True)
 srv.stop()
 """
 
