@@ -67,6 +67,8 @@ def main() -> None:
     ap.add_argument("--screens", type=int, default=2, help="screenshots a prompt holds")
     ap.add_argument("--max-new-tokens", type=int, default=demo.play["max_new_tokens"], help="answer cap (the demo's)")
     ap.add_argument("--budgets", default=demo.play["budgets"], help="prompt budgets (the demo's)")
+    ap.add_argument("--model", type=Path, default=None, help="the text model, and the vision model's text half "
+                                                             "(default: the embedded SmolLM2)")
     args = ap.parse_args()
     counts = [int(c) for c in args.desktops.split(",")]
     results: dict = {"image_size": args.image_size, "screens": args.screens, "budgets": args.budgets,
@@ -74,7 +76,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp, \
             calc_desktops(Path(tmp), max(counts)) as (tasks, handles):
         print("building the vision model (SmolLM2's weights, a random vision tower) …", flush=True)
-        models = {"text": embedded_checkpoint(), "vision": smolvlm(Path(tmp) / "smolvlm", image_size=args.image_size)}
+        text = args.model or embedded_checkpoint()
+        models = {"text": text, "vision": smolvlm(Path(tmp) / "smolvlm", image_size=args.image_size, base=text)}
         shot = EnvPool(handles[:1]).clients[handles[0].env_id].screenshot(0)
         results["screenshot_png_bytes"] = len(shot)
         results.update(tokens_per_screenshot(shot))

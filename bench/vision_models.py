@@ -64,9 +64,10 @@ def qwen_vl(folder: Path, *, max_pixels: int = 64 * 28 * 28) -> Path:
     return _save(folder, model, processor)
 
 
-def smolvlm(folder: Path, *, image_size: int = 128) -> Path:
-    """Idefics3 with SmolLM2-135M-Instruct's weights as its text model, a random 2-layer vision tower and
-    no image splitting: (image_size / 16)² / 4 + 3 tokens a screenshot (19 at 128)."""
+def smolvlm(folder: Path, *, image_size: int = 128, base: Path | None = None) -> Path:
+    """Idefics3 with SmolLM2-135M-Instruct's weights (or `base`'s, a checkpoint of its family) as its text model,
+    a random 2-layer vision tower and no image splitting: (image_size / 16)² / 4 + 3 tokens a screenshot (19 at
+    128)."""
     import torch
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer, Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor
@@ -75,7 +76,7 @@ def smolvlm(folder: Path, *, image_size: int = 128) -> Path:
     from computerrl.policy.checkpoint import embedded_checkpoint
 
     torch.manual_seed(0)
-    base = embedded_checkpoint()
+    base = Path(base) if base else embedded_checkpoint()
     tokenizer = AutoTokenizer.from_pretrained(str(base))
     known = len(tokenizer)
     # the processor looks these up; it adds only the first three itself

@@ -48,17 +48,20 @@ def test_bench_rollout_compares_both_paths_with_the_model_and_the_desktops_alone
     assert r["speedup_1"] > 0 and r["model_cpu_s_1"] > 0
 
 
-def test_bench_vision_measures_screenshots_in_the_prompt():
+def test_bench_vision_measures_screenshots_in_the_prompt(tiny_model):
+    """On the tiny stand-in, its vision model built on it: that the benchmark runs to its figures is the subject."""
     r = figures("bench_vision", "--desktops", "1", "--steps", "1", "--max-steps", "2", "--image-size", "256",
-                "--max-new-tokens", "8", "--budgets", "quick")
+                "--max-new-tokens", "8", "--budgets", "quick", "--model", tiny_model)
     assert r["screenshot_png_bytes"] > 1000 and r["text_steps_per_s_1"] > 0 and r["vision_steps_per_s_1"] > 0
     assert r["vision_over_text_1"] > 0
 
 
 def test_near_reach_plays_the_near_template_after_bc(tmp_path, tiny_model):
-    """On the tiny stand-in (what it computes is not the subject: that the benchmark runs to its figures is)."""
+    """On the tiny stand-in (what it computes is not the subject: that the benchmark runs to its figures is), on a
+    suite of the near template and the one it stretches: each of its tasks is replayed twice by tasks build."""
     r = figures("near_reach", "--out", str(tmp_path), "--model", tiny_model, "--tasks", "1", "--samples", "2",
-                "--set", "train_tasks=3", "--set", "test_tasks=9", "--set", "bc_epochs=1", "--set", "envs=2",
+                "--set", "templates=calc_bold_header,calc_bold_column", "--set", "holdout=calc_bold_column",
+                "--set", "train_tasks=2", "--set", "test_tasks=2", "--set", "bc_epochs=1", "--set", "envs=2",
                 "--set", "play.max_steps=2")
     assert r["templates"] == ["calc_bold_column"] and r["tasks"] == 1 and r["samples"] == 2
     assert 0 <= r["pass_at_1"] <= r["pass_at_2"] <= 1

@@ -473,6 +473,7 @@ def test_a_wedged_desktop_is_rebuilt_alone_and_its_episode_fails(two, env0):
     act(env0, "Agent.open_app('terminal')")
     act(env0, "Agent.type(text='kill -STOP 1; kill -9 1', enter=True)")  # the session: pid 1 there, untouchable
     assert client.health().healthy and srv.slots[0].replacements == before
+    srv.slots[0].desktop.office.hang_s = 8.0  # white box: found hung sooner than the 30 s a busy office gets
     act(env0, "Agent.type(text='kill -STOP $(pgrep -x soffice.bin)', enter=True)")  # its office, though, it may stop
     started = time.monotonic()
     _, reward, terminated, _, info = env0.step("```python\nCalcTools.set_cell_value('A1', 1)\n```")

@@ -97,6 +97,7 @@ class Office:
         self.context = None  # the office's UNO component context
         self._desktop = None  # com.sun.star.frame.Desktop proxy
         self.problem = ""  # why the office cannot be reached ("" = no known problem); the desktop is then broken
+        self.hang_s = MAIN_THREAD_TIMEOUT_S  # a call on its main thread slower than this: a hung office
 
     @property
     def pipe_path(self) -> str:
@@ -228,7 +229,7 @@ class Office:
             self.start()
         return self._desktop
 
-    def on_main_thread(self, fn, timeout_s: float = MAIN_THREAD_TIMEOUT_S):
+    def on_main_thread(self, fn, timeout_s: float | None = None):
         """Run `fn` (which makes UNO calls) on LibreOffice's main thread and return its result.
 
         A UNO call that touches the GUI runs on one of LibreOffice's bridge threads; with gtk3 that
@@ -239,6 +240,7 @@ class Office:
         reports itself dead and gets replaced instead of hanging its caller. Queueing it is a remote
         call too, which a stopped office never answers: it waits on a thread of its own.
         """
+        timeout_s = self.hang_s if timeout_s is None else timeout_s
         call = _main_thread_call_class()(fn)
 
         def queue() -> None:
