@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """An in-process env server with one real desktop; its desktop is reachable for white-box checks."""
-    srv = EnvServer(desktops=1, workdir=tmp_path_factory.mktemp("env-server"), settle_s=0.2).start()
+    srv = EnvServer(desktops=1, workdir=tmp_path_factory.mktemp("env-server"), settle_s=0.03).start()
     client = EnvClient(f"127.0.0.1:{srv.port}", timeout_s=60)
     assert wait_healthy(client, 120) == "", "the desktop did not start"
     yield srv, client
