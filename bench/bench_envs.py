@@ -4,6 +4,8 @@
     python -m computerrl.bench.bench_envs --max-desktops 8 --throughput 1,4 --seconds 10
     python -m computerrl.bench.bench_envs --backend local,docker --max-desktops 4 --throughput 1,4
         # both backends in one run; the docker one on the engine at $DOCKER_HOST (--docker-image to pick)
+    python -m computerrl.bench.bench_envs --reset in-place,spare --max-desktops 4 --throughput 1,4
+        # both ways a desktop resets, in one run (the default)
 
 Every desktop is an env server (Xvfb + D-Bus + AT-SPI + openbox + LibreOffice) driven over gRPC, exactly
 as rollouts drive them: a local process, or a container (--backend docker). Prints the figures, then one
@@ -19,6 +21,12 @@ JSON line of results.
   own sessions included; shared pages split fairly), with a Calc document open.
 - steps/s: scripted Calc episodes on k desktops at once, text observations (no screenshot).
 - startup: all servers started and healthy, 2 at a time; per server: that time / ⌈count / 2⌉.
+- spaced resets: resets --reset-gap-s apart on one desktop (the next spare's build ends within the pause):
+  Reset alone and with a new Calc document, and the machine's CPU-seconds per reset, what it left to the
+  background included, less the machine's own use over as long without resets, less the bench's own.
+- from spare: the share of the latency figures' resets that swapped in a spare (the others found none ready
+  and reset in place).
+Each figure once per backend and reset kind when there are several (reset_p50_s_spare, …).
 """
 
 from __future__ import annotations
@@ -108,6 +116,44 @@ def latency(client: EnvClient, n: int) -> tuple[list[float], list[float]]:
     return resets, steps
 
 
+def machine_busy_s() -> float:
+    """CPU-seconds every core of the machine has spent busy since boot."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def spaced_resets(client: EnvClient, n: int, gap_s: float) -> tuple[float, list[float], list[float]]:
+    """n resets gap_s apart (time for the background to finish what a reset left it): the machine's CPU-seconds
+    per reset (+ a new Calc document + the first observation), what it left to the background included, less the
+    machine's use over as long without any, less ours; and each one's Reset alone, and with the new document."""
+    env = DesktopEnv(client, max_steps=10_000, screenshot=True)
+    alone, with_calc = [], []
+
+    def busy_over(act) -> float:
+        machine, mine = machine_busy_s(), sum(os.times()[:2])
+        for _ in range(n):
+            act()
+            time.sleep(gap_s)
+        return machine_busy_s() - machine - (sum(os.times()[:2]) - mine)
+
+    def reset() -> None:
+        t = time.perf_counter()
+        env.reset()
+        alone.append(time.perf_counter() - t)
+        env.step(response("Agent.open_app('calc')"))
+        with_calc.append(time.perf_counter() - t)
+
+    idle = busy_over(lambda: None)
+    return max(0.0, busy_over(reset) - idle) / n, alone, with_calc
+
+
+def resets_by_spare(client: EnvClient) -> tuple[int, int]:
+    """(resets that swapped in a spare, resets in place) of the server's first desktop so far."""
+    d = client.health().desktops[0]
+    return d.restored, d.reset_in_place
+
+
 def throughput(clients: list[EnvClient], seconds: float) -> float:
     stop_at, counts = time.monotonic() + seconds, [0] * len(clients)
 
@@ -130,14 +176,14 @@ def throughput(clients: list[EnvClient], seconds: float) -> float:
     return sum(counts) / (time.monotonic() - t0)
 
 
-def backend_options(name: str, args, cache: Path) -> dict:
+def backend_options(name: str, args, cache: Path, reset: str) -> dict:
     """The options of `make_backend(name, …)` for this bench: every server reads the bench's file cache."""
     if name == "docker":
         from computerrl.envs.fleet.backends.docker import engine_urls
 
         return {"image": args.docker_image, "hosts": engine_urls(args.docker_hosts) or None,
-                "cache": str(cache.resolve())}
-    return {"workdir": args.workdir, "server_args": ("--cache", str(cache.resolve()))}
+                "cache": str(cache.resolve()), "server_args": ("--reset", reset)}
+    return {"workdir": args.workdir, "server_args": ("--cache", str(cache.resolve()), "--reset", reset)}
 
 
 def server_pid(backend, handle) -> int:
@@ -147,8 +193,10 @@ def server_pid(backend, handle) -> int:
     return backend._container(handle).attrs["State"]["Pid"]
 
 
-def measure(name: str, args, counts: list[int], task: dict, cache: Path) -> dict:
-    backend = make_backend(name, **backend_options(name, args, cache))  # an unknown name lists the known ones
+def measure(backend_name: str, reset: str, args, counts: list[int], task: dict, cache: Path) -> dict:
+    # an unknown name lists the known ones
+    backend = make_backend(backend_name, **backend_options(backend_name, args, cache, reset))
+    name = f"{backend_name}, reset {reset}"
     sup = Supervisor(backend, args.max_desktops, parallel_starts=2, start_timeout_s=300)
     clients: list[EnvClient] = []
     try:  # start-up included: servers run in their own sessions, so Ctrl-C does not reach them
@@ -184,8 +232,11 @@ def measure(name: str, args, counts: list[int], task: dict, cache: Path) -> dict
                 steps_per_s[k] = throughput(clients[:k], args.seconds)
                 print(f"[{name}] scripted policy on {k:2d} desktops: {steps_per_s[k]:.2f} steps/s")
 
+        before = resets_by_spare(clients[0])
         resets, steps = latency(clients[0], args.episodes)
         task_reset = task_resets(clients[0], task, args.episodes)
+        spared, in_place = (a - b for a, b in zip(resets_by_spare(clients[0]), before))
+        cpu, alone, with_calc = spaced_resets(clients[0], args.cpu_resets, args.reset_gap_s)
         print(f"[{name}] reset with a task (download .xlsx from the cache + open it + first observation): "
               f"p50 {statistics.median(task_reset):.3f} s, p90 {statistics.quantiles(task_reset, n=10)[-1]:.3f} s")
         print(f"[{name}] reset (clean + new Calc document + first observation): p50 {statistics.median(resets):.3f} s, "
@@ -193,7 +244,14 @@ def measure(name: str, args, counts: list[int], task: dict, cache: Path) -> dict
         print(f"[{name}] step (action + screenshot + a11y tree), {len(alive)} desktops alive: "
               f"p50 {statistics.median(steps) * 1000:.0f} ms, p90 {statistics.quantiles(steps, n=10)[-1] * 1000:.0f} ms "
               f"over {len(steps)}")
+        print(f"[{name}] {spared} of {spared + in_place} resets swapped in a spare; resets {args.reset_gap_s:g} s "
+              f"apart: Reset alone p50 {statistics.median(alone):.3f} s, with a new Calc document "
+              f"{statistics.median(with_calc):.3f} s, {cpu:.2f} CPU-s each (what they left to the background "
+              f"included)")
         return {"reset_p50_s": round(statistics.median(resets), 3),
+                "reset_cpu_s": round(cpu, 3), "resets_from_spare": round(spared / max(1, spared + in_place), 2),
+                "spaced_reset_alone_p50_s": round(statistics.median(alone), 3),
+                "spaced_reset_p50_s": round(statistics.median(with_calc), 3),
                 "reset_task_p50_s": round(statistics.median(task_reset), 3),
                 "step_p50_s": round(statistics.median(steps), 3), "startup_s": round(startup_s, 1),
                 "startup_s_per_server": round(per_server, 2),
@@ -213,7 +271,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-desktops", type=int, default=48, help="desktops started together")
     p.add_argument("--throughput", default="1,4,16", help="desktop counts for steps/s")
     p.add_argument("--seconds", type=float, default=20.0, help="duration of each throughput run")
+    p.add_argument("--reset", default="in-place,spare", help="how desktops reset: in-place, spare, or both "
+                                                              "(in-place,spare): each measured in turn")
     p.add_argument("--episodes", type=int, default=10, help="reset+steps rounds for the latency figures")
+    p.add_argument("--cpu-resets", type=int, default=5, help="resets the CPU figure is measured over")
+    p.add_argument("--reset-gap-s", type=float, default=6.0,
+                   help="pause after each of those resets, for the next spare's build to end within it")
     p.add_argument("--workdir", default="/tmp/computerrl-bench", help="desktops' state folders")
     p.add_argument("--docker-image", default="computerrl-desktop:latest", help="image for --backend docker")
     p.add_argument("--docker-hosts", default="", help="engines on this machine, comma-separated (default: "
@@ -221,14 +284,18 @@ def main(argv: list[str] | None = None) -> None:
                                                       "and mounts its file cache")
     args = p.parse_args(argv)
     counts = [int(c) for c in args.throughput.split(",") if c]
-    names = [b for b in args.backend.split(",") if b]
+    backends = [b for b in args.backend.split(",") if b]
+    resets = [r for r in args.reset.split(",") if r]
 
     cache = Path(args.workdir) / "cache"
     task = task_cache(cache)
-    results = {name: measure(name, args, counts, task, cache) for name in names}
-    # One backend: its figures as they are. Several: each figure once per backend (reset_p50_s_docker, …).
-    result = results[names[0]] if len(names) == 1 else \
-        {f"{k}_{name}": v for name, figures in results.items() for k, v in figures.items()}
+    result = {}
+    for backend in backends:
+        for reset in resets:
+            # each figure once per backend and reset kind there are several of (reset_p50_s_docker_spare, …)
+            suffix = "".join(f"_{v}" for v, kinds in ((backend, backends), (reset, resets)) if len(kinds) > 1)
+            figures = measure(backend, reset, args, counts, task, cache)
+            result.update({f"{k}{suffix.replace('-', '_')}": v for k, v in figures.items()})
     print(json.dumps(result))
 
 

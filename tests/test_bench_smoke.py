@@ -22,10 +22,12 @@ def figures(bench: str, *args: str, timeout: int = 900) -> dict:
 
 
 def test_bench_envs_measures_a_desktops_reset_step_and_memory(tmp_path):
+    """With spares (the path no other test's benchmark takes): each reset waits for its spare, never resets in place."""
     r = figures("bench_envs", "--max-desktops", "1", "--throughput", "1", "--seconds", "2", "--episodes", "2",
-                "--workdir", str(tmp_path))
-    assert 0 < r["reset_p50_s"] < 60 and 0 < r["step_p50_s"] < 30
+                "--reset", "spare", "--cpu-resets", "1", "--reset-gap-s", "1", "--workdir", str(tmp_path))
+    assert 0 < r["reset_p50_s"] < 60 and 0 < r["step_p50_s"] < 30 and r["reset_cpu_s"] >= 0
     assert r["pss_mb_per_desktop"] > 50 and r["desktops_alive_max"] == 1 and r["steps_per_s_1"] > 0
+    assert r["resets_from_spare"] == 1.0 and 0 < r["spaced_reset_alone_p50_s"] < 60
 
 
 def test_bench_apps_measures_an_apps_memory_start_and_reset():

@@ -263,6 +263,18 @@ class Office:
         self.desktop  # (re)start a dead office before queueing work for it
         self.on_main_thread(lambda: self._desktop.loadComponentFromURL(FACTORIES[app], "_blank", 0, ()))
 
+    def warm(self, apps: tuple[str, ...]) -> None:
+        """Load each app's code with a hidden document, closed at once: the first document an episode opens then
+        costs its own load only. Nothing of it shows or stays (no window, no recent file)."""
+        import uno
+
+        hidden = uno.createUnoStruct("com.sun.star.beans.PropertyValue")
+        hidden.Name, hidden.Value = "Hidden", True
+        self.desktop
+        for app in apps:
+            self.on_main_thread(lambda: self._desktop.loadComponentFromURL(FACTORIES[app], "_blank", 0,
+                                                                           (hidden,)).close(True))
+
     def open_file(self, path: str) -> None:
         """Open a document by its path in the sandbox (e.g. /home/user/a.xlsx)."""
         import uno

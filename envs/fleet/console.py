@@ -249,6 +249,8 @@ def _registry(look):
             episodes = CounterMetricFamily("computerrl_desktop_episodes", "Resets served", labels=desktop)
             steps = CounterMetricFamily("computerrl_desktop_steps", "Steps served", labels=desktop)
             rebuilt = CounterMetricFamily("computerrl_desktop_replacements", "Times it was rebuilt", labels=desktop)
+            resets = CounterMetricFamily("computerrl_desktop_resets", "Resets by how: its pristine spare swapped in "
+                                         "(spare), or done in place (in_place)", labels=[*desktop, "how"])
             reset_s = GaugeMetricFamily("computerrl_desktop_reset_seconds", "Its latest Reset", labels=desktop)
             step_s = GaugeMetricFamily("computerrl_desktop_step_seconds", "Its latest Step", labels=desktop)
             rate = GaugeMetricFamily("computerrl_desktop_steps_per_second", "Steps/s since the last look",
@@ -265,6 +267,8 @@ def _registry(look):
                     episodes.add_metric(at, d.episodes)
                     steps.add_metric(at, d.steps)
                     rebuilt.add_metric(at, d.replacements)
+                    resets.add_metric([*at, "spare"], d.restored)
+                    resets.add_metric([*at, "in_place"], d.reset_in_place)
                     reset_s.add_metric(at, d.reset_s)
                     step_s.add_metric(at, d.step_s)
                     rate.add_metric(at, d.steps_per_s)
@@ -277,7 +281,7 @@ def _registry(look):
                 w_total.add_metric(at, card["total"])
                 w_played.add_metric(at, card["played"])
                 w_success.add_metric(at, card["success"])
-            yield from (up, healthy, uptime, restarts, d_up, episodes, steps, rebuilt, reset_s, step_s, rate,
+            yield from (up, healthy, uptime, restarts, d_up, episodes, steps, rebuilt, resets, reset_s, step_s, rate,
                         w_total, w_played, w_success)
 
     registry = CollectorRegistry(auto_describe=False)
@@ -339,8 +343,13 @@ def render_fleet(view: FleetView, signed_in: bool) -> str:
                      f'src="{shot}?w={THUMB_WIDTH}&t={shot_t}" width={THUMB_WIDTH}></a>') if d.healthy else ""
             restart = _button("restart", action="restart", env_id=s.env_id, desktop=d.index) if signed_in else ""
             state = "" if d.healthy else f"<br><span class=bad>{_e(d.problem)}</span>"
+            reset = f"{d.reset_s:.2f} s" if d.episodes else "—"
+            if d.restored + d.reset_in_place:
+                reset += f"<br>{d.restored} of {d.restored + d.reset_in_place} from its spare"
+            if d.spare:
+                reset += f"<br><span class=warn>{_e(d.spare)}</span>"
             out.append(f"<tr class=desktop data-env='{_e(s.env_id)}' data-desktop={d.index}>{head}<td>{d.index}"
-                       f"{state}</td><td>{task}</td><td>{f'{d.reset_s:.2f} s' if d.episodes else '—'}</td>"
+                       f"{state}</td><td>{task}</td><td>{reset}</td>"
                        f"<td>{f'{d.step_s:.2f} s' if d.steps else '—'}</td>"
                        f"<td>{d.steps_per_s:.2f}</td><td class=error>{_e(d.last_error)}</td><td>{thumb}</td>"
                        f"<td>{restart}</td></tr>")

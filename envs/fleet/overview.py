@@ -34,6 +34,9 @@ class DesktopView:
     step_s: float
     last_error: str
     steps_per_s: float = 0.0  # since the previous look
+    restored: int = 0  # resets that swapped in its pristine spare
+    reset_in_place: int = 0  # resets done in place (no spare ready, or --reset in-place)
+    spare: str = ""  # why its spare could not be built
 
 
 @dataclasses.dataclass
@@ -96,7 +99,8 @@ class Fleet:
         self._last[key] = (d.steps, now)
         rate = (d.steps - before[0]) / (now - before[1]) if before and now > before[1] and d.steps >= before[0] else 0.0
         return DesktopView(d.desktop, d.healthy, d.problem, d.task_id, d.step, d.in_episode, d.episodes, d.steps,
-                           d.replacements, d.reset_s, d.step_s, d.last_error, rate)
+                           d.replacements, d.reset_s, d.step_s, d.last_error, rate, d.restored, d.reset_in_place,
+                           d.spare)
 
     def client(self, env_id: str) -> EnvClient:
         """A client of that server as the latest look saw it (the manifest is read again for one it did not)."""

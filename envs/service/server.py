@@ -50,6 +50,7 @@ from computerrl.envs.desktop.desktop import Desktop, Observation
 from computerrl.envs.desktop.office import FACTORIES
 from computerrl.envs.desktop.sandbox import Limits
 from computerrl.envs.service.proto import env_pb2, env_pb2_grpc
+from computerrl.envs.service.spare import Spare
 from computerrl.tasks import catalog  # noqa: F401 - registers the steps, getters and metrics
 from computerrl.tasks.evaluate import EvaluatorError, evaluate
 from computerrl.tasks.setup import Budget, SetupError, missing_sources, run_steps
@@ -64,6 +65,9 @@ TEST_API_S = 60.0  # default time for a generated API's tests, all together
 SCREENSHOT_WAIT_S = 2.0  # how long a Screenshot waits for the call running on its desktop
 ANSWER_S = 15.0  # a call still running this long before the client's deadline has its desktop killed
 CALL_MIN_S, CALL_MAX_S = 20.0, 600.0  # bounds on how long a call may hold its desktop before that
+# How a desktop gets clean for the next episode: `spare`, a pristine one built in the background takes its place
+# (envs/service/spare.py); `in-place`, its processes killed and its folders emptied (Desktop.reset).
+RESETS = ("in-place", "spare")
 SERVER_MEMORY_MB = 4096  # the server's own process (`--server-memory-mb`); its desktops have caps of their own
 # Every reply is bounded, whatever the agent made of its desktop (a tree of a million cells, an API result of
 # megabytes; window titles are cut where X is read): a reply over the client's limit would not end its
@@ -79,9 +83,13 @@ def bounded(text: str, chars: int = TEXT_CHARS) -> str:
 class Slot:
     """One desktop of the server with what the server knows about it."""
 
-    def __init__(self, index: int, workdir: Path, desktop_options: dict):
+    def __init__(self, index: int, workdir: Path, desktop_options: dict, spare: bool = False):
         self.index, self.workdir, self.options = index, workdir, desktop_options
         self.desktop: Desktop | None = None
+        # the pristine desktop a reset swaps in (envs/service/spare.py); None: every reset is in place
+        self.spare = Spare(desktop_options) if spare else None
+        self.folder = workdir.resolve()  # where the slot's own desktop lives; its spare is built in the other
+        self.restored = self.in_place = 0  # resets that swapped in the spare; resets done in place instead
         self.lock = threading.Lock()  # one call at a time per desktop
         self.shooting = threading.Lock()  # one Screenshot at a time
         self.problem = "starting"  # why there is no usable desktop ("" when there is)
@@ -112,7 +120,7 @@ class Slot:
         self.problem = self.health = "starting"
         options = {**self.options, **({} if network is None else {"network": network})}
         try:
-            desktop = Desktop(self.workdir, **options).start()
+            desktop = Desktop(self.folder, **options).start()
         except Exception as e:
             self.problem = self.health = f"failed to start: {e}"
             raise
@@ -124,6 +132,32 @@ class Slot:
             raise
         self.desktop, self.gui = desktop, GuiActions(desktop)
         self.problem = self.health = ""
+        if self.spare is not None:
+            self.spare.refill(self.other_folder())
+
+    def other_folder(self) -> Path:
+        """The folder the spare is built in: not the one of the slot's desktop."""
+        first = self.workdir.resolve()
+        return first.with_name(first.name + "-spare") if self.folder == first else first
+
+    def fresh(self) -> None:
+        """A pristine desktop for the next episode: the spare swapped in when one is ready (the desktop it
+        replaces is closed in the background, and another spare built in its folder), else this one reset in
+        place. Caller holds the lock."""
+        old = self.desktop
+        # a spare still being built is waited for, within half what is left of the call (the rest: the task's setup)
+        wait_s = (self.deadline - time.monotonic()) / 2 if self.deadline else CALL_MAX_S
+        spare = self.spare.take(old.network, max(0.0, wait_s)) if self.spare is not None else None
+        if spare is None:
+            old.reset()
+            self.in_place += 1
+            if self.spare is not None:
+                self.spare.refill(self.other_folder())  # after a failed build: try again (none is in flight)
+            return
+        spare.task_dir, spare.file_cache = old.task_dir, old.file_cache  # the episode's, set before its reset
+        self.desktop, self.gui, self.folder = spare, GuiActions(spare), spare.workdir
+        self.restored += 1
+        self.spare.refill(old.workdir, old)
 
     def replace_if_dead(self) -> str:
         """Rebuild a dead (or never built) desktop; returns what was wrong. Caller holds the lock."""
@@ -234,7 +268,7 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
             budget = Budget.of()  # the setup steps of both attempts together
             for attempt in range(2):  # no episode runs yet: a desktop that fails now is simply replaced
                 try:
-                    slot.desktop.reset()
+                    slot.fresh()
                     if task is not None:
                         run_steps(slot.desktop, task.config, budget)
                     obs = slot.desktop.observe(screenshot=request.screenshot)
@@ -417,7 +451,8 @@ class EnvServicer(env_pb2_grpc.EnvServiceServicer):
                 desktop=s.index, healthy=not problem, problem=problem, episodes=s.episodes,
                 replacements=s.replacements, task_id=s.task.id if s.task else "", step=s.step,
                 in_episode=bool(s.episode), steps=s.steps, reset_s=s.reset_s, step_s=s.step_s,
-                last_error=s.last_error))
+                last_error=s.last_error, restored=s.restored, reset_in_place=s.in_place,
+                spare=s.spare.problem if s.spare is not None else ""))
         return env_pb2.HealthReply(healthy=all(d.healthy for d in desktops), desktops=desktops, pid=os.getpid(),
                                    uptime_s=time.monotonic() - self.started)
 
@@ -501,12 +536,15 @@ class EnvServer:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, desktops: int = 1, workdir: Path | None = None,
                  token: str = "", settle_s: float = 0.03, watchdog_s: float = 1.0, exit_with_parent: bool = False,
-                 **desktop_options):
+                 reset: str = "in-place", **desktop_options):
         if host not in LOOPBACK and not token:
             raise ValueError(f"refusing to listen on {host} without a token: set {TOKEN_ENV}")
+        if reset not in RESETS:
+            raise ValueError(f"reset {reset!r}: one of {', '.join(RESETS)}")
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="computerrl-env-"))
-        self.slots = [Slot(i, self.workdir / f"desktop-{i}", desktop_options) for i in range(desktops)]
+        self.slots = [Slot(i, self.workdir / f"desktop-{i}", desktop_options, spare=reset == "spare")
+                      for i in range(desktops)]
         self.watchdog_s = watchdog_s
         # The process that started us (spawn-envs, tasks build): once it is gone, so are we.
         self.parent = os.getppid() if exit_with_parent else 0
@@ -557,6 +595,8 @@ class EnvServer:
             locked = slot.lock.acquire(timeout=120)
             try:
                 slot.closing = True
+                if slot.spare is not None:
+                    slot.spare.close()
                 if slot.desktop is not None:
                     slot.desktop.close()
             finally:
@@ -593,6 +633,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--settle-s", type=float, default=0.03, help="pause between an action and its observation")
     p.add_argument("--cache", type=Path, default=None,
                    help="file cache for tasks' downloads: a folder with index.json mapping URL -> file")
+    p.add_argument("--reset", choices=RESETS, default="in-place",
+                   help="in-place: the desktop's processes are killed and its folders emptied (its X server and "
+                        "buses run on); spare: each reset swaps in a pristine desktop built in the background, its "
+                        "office running (a new X server and buses too; more memory and CPU a reset, less waiting "
+                        "where a core is free to build it)")
     p.add_argument("--network", action="store_true",
                    help="desktops get outbound network, each in a namespace of its own without the host's "
                         "loopback (default: none, unless a task asks for it)")
@@ -619,7 +664,7 @@ def main(argv: list[str] | None = None) -> None:
         log.info("generated APIs from %s: %s", folder, ", ".join(a.name for a in generated.load(folder)))
     server = EnvServer(host=args.host, port=args.port, desktops=args.desktops, workdir=args.workdir,
                        token=os.environ.get(TOKEN_ENV, ""), settle_s=args.settle_s,
-                       exit_with_parent=args.exit_with_parent, width=args.width, height=args.height,
+                       exit_with_parent=args.exit_with_parent, reset=args.reset, width=args.width, height=args.height,
                        file_cache=args.cache, network=args.network,
                        limits=Limits(home_mb=args.home_mb, tmp_mb=args.tmp_mb, shm_mb=args.shm_mb,
                                      processes=args.max_processes, memory_mb=args.memory_mb)).start()
