@@ -40,14 +40,12 @@ from computerrl.envs.fleet.pidfile import PID_FILE, is_supervisor, supervisor_pi
 from computerrl.envs.desktop.sandbox import Limits
 
 LOG_FILE, CONFIG_FILE = "supervisor.log", "spawn-envs.json"
-RESET_SAYS = {  # what a user is told at start of how the desktops reset (--reset); why no checkpoint is restored
-    "in-place": "each reset kills the desktop's processes and empties its folders (--reset in-place; --reset spare "
-                "swaps in a pristine desktop built in the background). No reset restores a checkpoint: CRIU cannot "
-                "dump the sandbox's nested namespaces nor give back its Landlock domains (envs/service/spare.py)",
-    "spare": "each reset swaps in a pristine desktop built in the background, its office running (--reset spare). "
-             "No reset restores a checkpoint: CRIU cannot dump the sandbox's nested namespaces nor give back its "
-             "Landlock domains (envs/service/spare.py)",
+RESET_SAYS = {  # what a user is told at start of how the desktops reset (--reset)
+    "in-place": "each reset kills the desktop's processes and empties its folders (--reset in-place)",
+    "spare": "each reset swaps in a pristine desktop built in the background, its office running (--reset spare)",
 }
+NO_RESTORE = ("no reset restores a checkpoint: CRIU cannot dump the sandbox's nested namespaces nor give back its "
+              "Landlock domains (envs/service/spare.py)")
 
 
 @dataclasses.dataclass
@@ -188,7 +186,7 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
             console.print(f"[bold]{sum(s == HEALTHY for s in sup.status.values())}/{cfg.count}[/] env servers "
                           f"healthy; manifest: {cfg.out / 'manifest'}  (Ctrl-C or `computerrl spawn-envs --stop "
                           f"--out {cfg.out}` stops them)")
-            console.print(RESET_SAYS[cfg.reset])
+            console.print(f"{RESET_SAYS[cfg.reset]}; {NO_RESTORE}")
             rounds = 0
             while max_rounds is None or rounds < max_rounds:
                 time.sleep(cfg.poll_s)

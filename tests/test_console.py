@@ -198,6 +198,14 @@ def test_metrics_give_the_fleet_in_prometheus_format(fleet):
     assert up == {("env-000", "127.0.0.1", "local"): 1.0, ("env-001", "127.0.0.1", "local"): 1.0}
     assert [s.value for s in families["computerrl_desktop_healthy"].samples] == [1.0, 1.0]
     assert all(s.value > 0 for s in families["computerrl_server_uptime_seconds"].samples)
+    resets = {(s.labels["env_id"], s.labels["how"]) for s in families["computerrl_desktop_resets"].samples}
+    assert resets == {(e, how) for e in ("env-000", "env-001") for how in ("spare", "in_place")}
+
+
+def test_the_supervisor_says_how_its_desktops_reset_and_why_none_is_restored(fleet):
+    said = " ".join((fleet[0] / "supervisor.log").read_text().split())  # as wrapped for a terminal
+    assert "each reset kills the desktop's processes and empties its folders (--reset in-place)" in said
+    assert "no reset restores a checkpoint: CRIU cannot dump" in said
 
 
 def test_a_restart_from_the_page_replaces_the_desktop_and_the_page_shows_it(fleet, browser):
