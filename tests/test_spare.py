@@ -60,6 +60,7 @@ def test_what_the_agent_set_in_the_x_server_and_on_the_buses_is_gone_after_a_res
     assert "CRL_PLANTED(" not in x_client(fresh, "xprop", "-root", "CRL_PLANTED")  # no such property, or atom
     assert "fr" not in x_client(fresh, "setxkbmap", "-query")
     assert fresh.x_env["DISPLAY"] != played.x_env["DISPLAY"] and fresh.sandbox.pid != played.sandbox.pid
+    assert not (home_of(fresh) / "planted").exists()  # a sandbox of its own: none of the episode's files
     # the desktop the episode ran on is closed behind it: its X server and sandbox are gone
     assert wait_until(lambda: played.sandbox is None or not played.sandbox.alive(), 60)
     assert fresh.office.running  # started before the episode, on its pristine profile
