@@ -45,6 +45,20 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The files that took longest, setup and teardown included: where the suite's time goes (SLOWEST_FIRST)."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if hasattr(r, "duration") and hasattr(r, "nodeid"):
+                name = r.nodeid.split("::")[0]
+                seconds[name] = seconds.get(name, 0.0) + r.duration
+    if len(seconds) > 1:
+        terminalreporter.write_sep("=", f"slowest files of {sum(seconds.values()):.0f} worker-seconds")
+        for name, s in sorted(seconds.items(), key=lambda kv: -kv[1])[:15]:
+            terminalreporter.write_line(f"{s:8.1f}s {name}")
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """An in-process env server with one real desktop; its desktop is reachable for white-box checks."""
