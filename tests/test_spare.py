@@ -1,6 +1,7 @@
 """Resets that swap in a pristine spare desktop (`--reset spare`, envs/service/spare.py), tried as an agent would:
-what it sets in the X server and on the buses is gone after a reset, a spare still being built is waited for, one
-that broke while it waited is never used, and how each reset went is counted where the fleet is watched."""
+what it sets in the X server and on the buses is gone after a reset, a spare that broke while it waited is never
+used, and how each reset went is counted where the fleet is watched. (That a reset waits for the spare being built
+rather than reset in place: bench_envs' smoke test, whose back-to-back resets all swap.)"""
 
 from __future__ import annotations
 
