@@ -1,6 +1,6 @@
 """Env benchmarks: reset and step latency, memory per desktop, desktops alive, steps/s.
 
-    python -m computerrl.bench.bench_envs                     # full: up to 48 desktops (~10 min)
+    python -m computerrl.bench.bench_envs                     # full: up to 48 desktops (~10 min a reset kind)
     python -m computerrl.bench.bench_envs --max-desktops 8 --throughput 1,4 --seconds 10
     python -m computerrl.bench.bench_envs --backend local,docker --max-desktops 4 --throughput 1,4
         # both backends in one run; the docker one on the engine at $DOCKER_HOST (--docker-image to pick)
