@@ -38,14 +38,9 @@ from pathlib import Path
 from computerrl.data.config import OUT, setting
 from computerrl.envs.fleet.pidfile import PID_FILE, is_supervisor, supervisor_pid
 from computerrl.envs.desktop.sandbox import Limits
+from computerrl.envs.service.spare import NO_RESTORE, RESETS
 
 LOG_FILE, CONFIG_FILE = "supervisor.log", "spawn-envs.json"
-RESET_SAYS = {  # what a user is told at start of how the desktops reset (--reset)
-    "in-place": "each reset kills the desktop's processes and empties its folders (--reset in-place)",
-    "spare": "each reset swaps in a pristine desktop built in the background, its office running (--reset spare)",
-}
-NO_RESTORE = ("no reset restores a checkpoint: CRIU cannot dump the sandbox's nested namespaces nor give back its "
-              "Landlock domains (envs/service/spare.py)")
 
 
 @dataclasses.dataclass
@@ -106,8 +101,8 @@ class SpawnEnvsConfig:
         if self.parallel_starts < 1 or self.poll_s <= 0:
             raise ValueError("--parallel-starts must be ≥ 1 and --poll-s > 0")
         Limits(self.home_mb, self.tmp_mb, self.shm_mb, self.max_processes, self.memory_mb)  # says what is wrong
-        if self.reset not in RESET_SAYS:
-            raise ValueError(f"--reset {self.reset!r}: one of {', '.join(RESET_SAYS)}")
+        if self.reset not in RESETS:
+            raise ValueError(f"--reset {self.reset!r}: one of {', '.join(RESETS)}")
         # Building the backend checks its name against the registry (the error lists the known
         # ones) and its options (remote engines with a loopback --publish-ip). Cheap: the backend
         # modules import only the standard library, and no engine is dialed.
@@ -186,7 +181,7 @@ def supervise(cfg: SpawnEnvsConfig, *, max_rounds: int | None = None) -> int:
             console.print(f"[bold]{sum(s == HEALTHY for s in sup.status.values())}/{cfg.count}[/] env servers "
                           f"healthy; manifest: {cfg.out / 'manifest'}  (Ctrl-C or `computerrl spawn-envs --stop "
                           f"--out {cfg.out}` stops them)")
-            console.print(f"{RESET_SAYS[cfg.reset]}; {NO_RESTORE}")
+            console.print(f"{RESETS[cfg.reset]}; {NO_RESTORE}")
             rounds = 0
             while max_rounds is None or rounds < max_rounds:
                 time.sleep(cfg.poll_s)

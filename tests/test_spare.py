@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from conftest import act, home_of, wait_until
+from computerrl.bench.bench_envs import resets_by_spare
 from computerrl.envs.fleet.pool import wait_healthy
 from computerrl.envs.service.client import DesktopEnv, EnvClient
 from computerrl.envs.service.server import EnvServer
@@ -32,11 +33,6 @@ def x_client(desktop, *argv: str) -> str:
     return subprocess.run(argv, env=desktop.x_env, capture_output=True, text=True, timeout=30).stdout
 
 
-def counts(client: EnvClient) -> tuple[int, int]:
-    d = client.health().desktops[0]
-    return d.restored, d.reset_in_place
-
-
 PLANT = ("xprop -root -f CRL_PLANTED 8s -set CRL_PLANTED yes; setxkbmap fr; "
          "dbus-update-activation-environment LD_PRELOAD=/home/user/evil.so; echo done > ~/planted")
 
@@ -54,10 +50,10 @@ def test_what_the_agent_set_in_the_x_server_and_on_the_buses_is_gone_after_a_res
     assert wait_until(lambda: (home_of(played) / "planted").exists(), 30)
     assert 'CRL_PLANTED(STRING) = "yes"' in x_client(played, "xprop", "-root", "CRL_PLANTED")  # it took
     assert "fr" in x_client(played, "setxkbmap", "-query")
-    before = counts(client)
+    before = resets_by_spare(client)
     env.reset()
     fresh = srv.slots[0].desktop
-    assert fresh is not played and counts(client) == (before[0] + 1, before[1])
+    assert fresh is not played and resets_by_spare(client) == (before[0] + 1, before[1])
     assert "CRL_PLANTED(" not in x_client(fresh, "xprop", "-root", "CRL_PLANTED")  # no such property, or atom
     assert "fr" not in x_client(fresh, "setxkbmap", "-query")
     assert fresh.x_env["DISPLAY"] != played.x_env["DISPLAY"] and fresh.sandbox.pid != played.sandbox.pid
@@ -78,12 +74,12 @@ def test_a_spare_that_broke_while_it_waited_is_never_used(spared):
     assert wait_until(lambda: slot.spare.ready is not None, 120), slot.spare.problem
     broken = slot.spare.ready
     broken.kill()  # its X server and sandbox die: it is found dead when a reset would take it
-    before = counts(client)
+    before = resets_by_spare(client)
     env.reset()
-    assert slot.desktop is not broken and counts(client) == (before[0], before[1] + 1)  # reset in place instead
+    assert slot.desktop is not broken and resets_by_spare(client) == (before[0], before[1] + 1)  # in place instead
     assert "broke while it waited" in client.health().desktops[0].spare
     assert wait_until(lambda: slot.spare.ready is not None, 120), slot.spare.problem  # another was built
     assert client.health().desktops[0].spare == ""
     env.reset()
-    assert counts(client) == (before[0] + 1, before[1] + 1)
+    assert resets_by_spare(client) == (before[0] + 1, before[1] + 1)
     env.close()

@@ -50,7 +50,7 @@ from computerrl.envs.desktop.desktop import Desktop, Observation
 from computerrl.envs.desktop.office import FACTORIES
 from computerrl.envs.desktop.sandbox import Limits
 from computerrl.envs.service.proto import env_pb2, env_pb2_grpc
-from computerrl.envs.service.spare import Spare
+from computerrl.envs.service.spare import RESETS, Spare
 from computerrl.tasks import catalog  # noqa: F401 - registers the steps, getters and metrics
 from computerrl.tasks.evaluate import EvaluatorError, evaluate
 from computerrl.tasks.setup import Budget, SetupError, missing_sources, run_steps
@@ -65,9 +65,6 @@ TEST_API_S = 60.0  # default time for a generated API's tests, all together
 SCREENSHOT_WAIT_S = 2.0  # how long a Screenshot waits for the call running on its desktop
 ANSWER_S = 15.0  # a call still running this long before the client's deadline has its desktop killed
 CALL_MIN_S, CALL_MAX_S = 20.0, 600.0  # bounds on how long a call may hold its desktop before that
-# How a desktop gets clean for the next episode: `spare`, a pristine one built in the background takes its place
-# (envs/service/spare.py); `in-place`, its processes killed and its folders emptied (Desktop.reset).
-RESETS = ("in-place", "spare")
 SERVER_MEMORY_MB = 4096  # the server's own process (`--server-memory-mb`); its desktops have caps of their own
 # Every reply is bounded, whatever the agent made of its desktop (a tree of a million cells, an API result of
 # megabytes; window titles are cut where X is read): a reply over the client's limit would not end its
@@ -633,7 +630,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--settle-s", type=float, default=0.03, help="pause between an action and its observation")
     p.add_argument("--cache", type=Path, default=None,
                    help="file cache for tasks' downloads: a folder with index.json mapping URL -> file")
-    p.add_argument("--reset", choices=RESETS, default="in-place",
+    p.add_argument("--reset", choices=list(RESETS), default="in-place",
                    help="in-place: the desktop's processes are killed and its folders emptied (its X server and "
                         "buses run on); spare: each reset swaps in a pristine desktop built in the background, its "
                         "office running (a new X server and buses too; more memory and CPU a reset, less waiting "

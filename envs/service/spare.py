@@ -21,10 +21,19 @@ import logging
 import queue
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from computerrl.envs.desktop.desktop import Desktop
+if TYPE_CHECKING:  # imported where a spare is built: spawn-envs reads RESETS without the desktop's modules
+    from computerrl.envs.desktop.desktop import Desktop
 
 log = logging.getLogger("computerrl.envs.service.spare")
+# How a desktop gets clean for the next episode (`--reset`), as spawn-envs tells a user at start.
+RESETS = {
+    "in-place": "each reset kills the desktop's processes and empties its folders (--reset in-place)",
+    "spare": "each reset swaps in a pristine desktop built in the background, its office running (--reset spare)",
+}
+NO_RESTORE = ("no reset restores a checkpoint: CRIU cannot dump the sandbox's nested namespaces nor give back its "
+              "Landlock domains (envs/service/spare.py)")
 CLOSE_WAIT_S = 120.0  # how long closing waits for a build in flight (a desktop starts in seconds)
 WARM_APPS = ("calc", "writer", "impress")  # the office apps whose code a spare loads before any episode
 BUILD_WAIT_S = 60.0  # how long a reset waits for the spare being built before it resets in place
@@ -71,6 +80,8 @@ class Spare:
                     desktop.close()
 
     def _build(self, folder: Path) -> Desktop | None:
+        from computerrl.envs.desktop.desktop import Desktop
+
         try:
             desktop = Desktop(folder, **self.options).start()
         except Exception as e:  # noqa: BLE001 - the slot resets in place meanwhile; the next reset tries again
